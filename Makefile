@@ -1,0 +1,47 @@
+# attnmt: `make train` runs the main job end to end; `make test` runs the tests.
+# Extra Hydra overrides pass through ARGS, e.g. make train ARGS="attention=dot trainer.max_time=5"
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The shared corpus beside the checkout; no copy, just a config override.
+CORPUS ?= ../shared/data/tatoeba-cmn-eng/cmn.txt
+DATA_ARGS := data.raw_path=$(CORPUS)
+ARGS ?=
+
+.PHONY: install data train evaluate test lint format bench clean
+
+install: $(VENV)/.installed
+
+# torch is pinned so this machine takes its local CPU wheel instead of a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+data: install
+	$(BIN)/attnmt-prepare $(DATA_ARGS) $(ARGS)
+
+train: install
+	$(BIN)/attnmt-train $(DATA_ARGS) $(ARGS)
+
+evaluate: install
+	$(BIN)/attnmt-evaluate $(DATA_ARGS) $(ARGS)
+
+test: install
+	$(BIN)/pytest -q $(ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install
+	$(BIN)/python scripts/benchmark.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) outputs multirun data/processed

@@ -1,0 +1,1 @@
+"""Thin Hydra entry points: each parses config and calls the library."""

@@ -1,0 +1,39 @@
+"""What every entry point shares: where the configs live and how user errors are reported."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from attnmt.errors import AttnmtError
+
+# The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
+# console scripts find them from any working directory.
+CONFIG_PATH = "pkg://attnmt.configs"
+
+log = logging.getLogger("attnmt")
+
+
+def plain(cfg: DictConfig) -> dict[str, Any]:
+    """A resolved config node as plain dicts and lists."""
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def user_errors(main: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
+    """Report an `AttnmtError` as one clear line and exit 2, instead of a traceback."""
+
+    @functools.wraps(main)
+    def wrapper(cfg: DictConfig) -> Any:
+        try:
+            return main(cfg)
+        except AttnmtError as error:
+            log.error("%s", error)
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(2)
+
+    return wrapper

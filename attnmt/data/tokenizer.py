@@ -1,0 +1,69 @@
+"""SentencePiece models and the special token ids every part of attnmt shares."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import sentencepiece as spm
+
+from attnmt.errors import DataError
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+log = logging.getLogger(__name__)
+
+
+def train_sentencepiece(
+    sentences: list[str],
+    model_file: Path,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    size_key: str,
+) -> None:
+    """Train a SentencePiece model on `sentences` and write it to `model_file`, with attnmt's
+    fixed special ids.
+
+    `size_key` is the config key that set `vocab_size`, named in the error when the data is too
+    small for it.
+    """
+    # Trained from memory, so the model records no file path and the same sentences always
+    # give the same bytes.
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            # One thread: the same input then gives byte-identical models.
+            num_threads=1,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise DataError(
+            f"{size_key}={vocab_size}: SentencePiece cannot build this vocabulary from "
+            f"{len(sentences):,} training sentences: {error}"
+        ) from None
+    model_file.write_bytes(model.getvalue())
+
+
+def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
+    """Load a trained model and check that it uses attnmt's special ids."""
+    if not Path(path).is_file():
+        raise DataError(f"{path}: SentencePiece model not found")
+    model = spm.SentencePieceProcessor(model_file=str(path))
+    ids = (model.pad_id(), model.unk_id(), model.bos_id(), model.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise DataError(f"{path}: special ids (pad, unk, bos, eos) are {ids}, expected 0..3")
+    return model

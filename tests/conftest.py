@@ -1,0 +1,57 @@
+"""Shared fixtures: the shared corpus, small slices of it, and configs composed by Hydra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig, OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
+
+
+def needs_shared_corpus() -> Path:
+    """The shared corpus, or a visible skip when ../shared is not beside the checkout."""
+    if not SHARED_CORPUS.is_file():
+        pytest.skip(f"shared corpus not found at {SHARED_CORPUS}")
+    return SHARED_CORPUS
+
+
+def compose_config(config_name: str, overrides: list[str]) -> DictConfig:
+    """A config composed from configs/ exactly as the CLI would, with `overrides`."""
+    with initialize_config_module(config_module="attnmt.configs", version_base="1.3"):
+        return compose(config_name=config_name, overrides=overrides)
+
+
+def plain(cfg: DictConfig) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.fixture(scope="session")
+def shared_corpus() -> Path:
+    return needs_shared_corpus()
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory, shared_corpus) -> Path:
+    """The first 1,200 lines of the shared corpus (short sentences, with shared translations)."""
+    path = tmp_path_factory.mktemp("corpus") / "cmn-small.txt"
+    with open(shared_corpus, encoding="utf-8") as source:
+        lines = [next(source) for _ in range(1200)]
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def small_data_overrides(corpus: Path, processed: Path) -> list[str]:
+    """Overrides that turn the default data config into a fast one over `corpus`."""
+    return [
+        f"data.raw_path={corpus}",
+        "data.sha256=null",
+        f"data.processed_dir={processed}",
+        "data.dev_size=100",
+        "data.test_size=100",
+        "data.vocab.src_size=1000",
+        "data.vocab.tgt_size=600",
+    ]

@@ -1,0 +1,144 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from attnmt.config import to_dataclass
+from attnmt.data.dataset import TokenIds
+from attnmt.data.prepare import DataConfig, prepare_dataset
+from attnmt.data.tokenizer import load_sentencepiece
+from attnmt.errors import ConfigError, DataError
+from tests.conftest import compose_config, plain, small_data_overrides
+
+
+def data_config(overrides: list[str]) -> DataConfig:
+    return to_dataclass(DataConfig, plain(compose_config("prepare", overrides).data), "data")
+
+
+def test_build_writes_splits_models_ids_and_manifest(small_corpus, tmp_path):
+    folder, manifest, built = prepare_dataset(
+        data_config(small_data_overrides(small_corpus, tmp_path))
+    )
+    assert built and folder == tmp_path / "tatoeba.zh-en"
+    assert manifest["counts"]["dev"] == 100 and manifest["counts"]["test"] == 100
+    assert manifest["read"] == 1200
+    assert manifest["sources"][0]["sha256"]
+    assert manifest["vocab"]["zh"]["size"] == 1000
+    on_disk = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert on_disk == manifest
+    # ids on disk decode back to the split's text
+    sp = load_sentencepiece(folder / "spm.en.model")
+    ids = TokenIds(folder, "dev", "en")
+    lines = (folder / "dev.en").read_text(encoding="utf-8").splitlines()
+    assert len(ids) == len(lines) == 100
+    assert sp.decode(ids[3].tolist()) == lines[3]
+
+
+def test_rerun_is_a_noop_and_a_changed_config_rebuilds(small_corpus, tmp_path):
+    overrides = small_data_overrides(small_corpus, tmp_path)
+    folder, _, _ = prepare_dataset(data_config(overrides))
+    stamp = (folder / "manifest.json").stat().st_mtime_ns
+    _, _, built = prepare_dataset(data_config(overrides))
+    assert not built and (folder / "manifest.json").stat().st_mtime_ns == stamp
+    _, manifest, built = prepare_dataset(data_config([*overrides, "data.vocab.tgt_size=550"]))
+    assert built and manifest["vocab"]["en"]["size"] == 550
+
+
+def test_changed_input_rebuilds(small_corpus, tmp_path):
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(small_corpus.read_bytes())
+    overrides = small_data_overrides(copy, tmp_path / "out")
+    prepare_dataset(data_config(overrides))
+    with open(copy, "a", encoding="utf-8") as handle:
+        handle.write("New line.\t新的一行。\tx\n")
+    _, manifest, built = prepare_dataset(data_config(overrides))
+    assert built and manifest["read"] == 1201
+
+
+def test_same_seed_gives_byte_identical_outputs(small_corpus, tmp_path):
+    folders = [
+        prepare_dataset(data_config(small_data_overrides(small_corpus, tmp_path / name)))[0]
+        for name in ("a", "b")
+    ]
+    files = sorted(p.name for p in folders[0].iterdir())
+    assert files == sorted(p.name for p in folders[1].iterdir())
+    for name in files:
+        if name != "manifest.json":
+            assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+    manifests = [json.loads((f / "manifest.json").read_text(encoding="utf-8")) for f in folders]
+    for manifest in manifests:  # the one thing that differs: where each was asked to go
+        manifest["config"].pop("processed_dir")
+    assert manifests[0] == manifests[1]
+
+
+def test_reverse_direction_and_joint_vocabulary(small_corpus, tmp_path):
+    overrides = [
+        *small_data_overrides(small_corpus, tmp_path),
+        "data.src_lang=en",
+        "data.tgt_lang=zh",
+        "data.vocab.joint=true",
+        "data.vocab.joint_size=1500",
+    ]
+    folder, manifest, _ = prepare_dataset(data_config(overrides))
+    assert folder.name == "tatoeba.en-zh"
+    assert manifest["vocab"] == {
+        "en": {"model": "spm.joint.model", "size": 1500},
+        "zh": {"model": "spm.joint.model", "size": 1500},
+    }
+
+
+def test_files_source_reads_two_aligned_files(small_corpus, tmp_path):
+    rows = [line.split("\t") for line in small_corpus.read_text(encoding="utf-8").splitlines()]
+    en, zh = tmp_path / "c.en", tmp_path / "c.zh"
+    en.write_text("".join(r[0] + "\n" for r in rows), encoding="utf-8")
+    zh.write_text("".join(r[1] + "\n" for r in rows), encoding="utf-8")
+    overrides = small_data_overrides(small_corpus, tmp_path)
+    overrides += ["data=files", f"data.en_path={en}", f"data.zh_path={zh}"]
+    folder, manifest, _ = prepare_dataset(data_config(overrides))
+    assert folder.name == "files.zh-en" and manifest["read"] == 1200
+
+
+def test_missing_corpus_names_path_and_how_to_get_it(tmp_path):
+    missing = tmp_path / "nope" / "cmn.txt"
+    cfg = data_config([f"data.raw_path={missing}", "data.url=http://127.0.0.1:9/cmn-eng.zip"])
+    with pytest.raises(DataError, match=rf"{missing}.*download failed.*by hand"):
+        prepare_dataset(cfg)
+
+
+def test_corpus_empty_after_cleaning_is_an_error(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("Hi.\t \tx\n \t嗨\tx\n", encoding="utf-8")
+    cfg = data_config(
+        [f"data.raw_path={path}", "data.sha256=null", f"data.processed_dir={tmp_path}"]
+    )
+    with pytest.raises(DataError, match="no pairs left after cleaning"):
+        prepare_dataset(cfg)
+    assert not (tmp_path / "tatoeba.zh-en").exists()
+
+
+def test_vocabulary_too_large_names_the_key_and_writes_nothing(small_corpus, tmp_path):
+    overrides = [*small_data_overrides(small_corpus, tmp_path), "data.vocab.tgt_size=50000"]
+    with pytest.raises(DataError, match="data.vocab.tgt_size=50000"):
+        prepare_dataset(data_config(overrides))
+    assert list(Path(tmp_path).iterdir()) == []
+
+
+def test_wrong_sha256_is_an_error(small_corpus, tmp_path):
+    overrides = [*small_data_overrides(small_corpus, tmp_path), "data.sha256=abc"]
+    with pytest.raises(DataError, match="data.sha256"):
+        prepare_dataset(data_config(overrides))
+
+
+def test_interrupted_build_is_not_trusted(small_corpus, tmp_path):
+    leftover = tmp_path / ".tatoeba.zh-en.tmp-123"
+    leftover.mkdir()
+    (leftover / "train.en").write_text("half", encoding="utf-8")
+    _, _, built = prepare_dataset(data_config(small_data_overrides(small_corpus, tmp_path)))
+    assert built and not leftover.exists()
+
+
+def test_unknown_and_invalid_keys_are_config_errors():
+    with pytest.raises(ConfigError, match="data.colour"):
+        to_dataclass(DataConfig, {"name": "x", "colour": 1}, "data")
+    with pytest.raises(ConfigError, match="data.src_lang"):
+        to_dataclass(DataConfig, {"name": "x", "src_lang": "fr"}, "data")
