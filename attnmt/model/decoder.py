@@ -1,0 +1,262 @@
+"""The attention decoders: Bahdanau (attend, then step) and Luong (step, then attend).
+
+Both read the keys (encoder states projected to the decoder width, see `seq2seq.py`) and run one
+RNN step per target word. `forward` is teacher-forced over the whole target; `step` is the
+one-step API that search uses, with a `DecoderState` it can reorder and grow.
+
+Shapes: B batch, S source length, T target length, E embedding width, H decoder hidden width
+(= key width), L decoder layers, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor, nn
+
+from attnmt.data.tokenizer import PAD_ID
+from attnmt.errors import ConfigError
+from attnmt.model.attention import Attention
+from attnmt.model.encoder import EncoderOutput, rnn_class
+
+
+@dataclass
+class DecoderState:
+    """Everything a decoding step needs besides the previous word; batch-first except hidden."""
+
+    hidden: Tensor  # (L, B, H)
+    cell: Tensor | None  # (L, B, H), LSTM only
+    keys: Tensor  # (B, S, H)
+    prepared_keys: Tensor  # (B, S, *), the scorer's query-independent part, once per sentence
+    mask: Tensor  # (B, S)
+    feed: Tensor | None  # (B, H), Luong input feeding: the previous attentional vector
+
+    def select(self, index: Tensor) -> DecoderState:
+        """The states of batch rows `index` (B'), in that order: reorders, grows or shrinks."""
+
+        def rows(x: Tensor | None, dim: int = 0) -> Tensor | None:
+            return None if x is None else x.index_select(dim, index)
+
+        return DecoderState(
+            rows(self.hidden, 1),
+            rows(self.cell, 1),
+            rows(self.keys),
+            rows(self.prepared_keys),
+            rows(self.mask),
+            rows(self.feed),
+        )
+
+
+class Bridge(nn.Module):
+    """The decoder's initial state from the encoder, for any pair of shapes.
+
+    init="final": tanh(W f), f the encoder's last states; init="mean": tanh(W m), m the mean of
+    the encoder states over real positions; init="zeros": zeros. W maps the encoder width to all
+    L layers (and the LSTM cell), so layer counts, directions and cell types need not match.
+    """
+
+    MODES = ("final", "mean", "zeros")
+
+    def __init__(
+        self, init: str, encoder_dim: int, hidden_size: int, num_layers: int, with_cell: bool
+    ) -> None:
+        super().__init__()
+        if init not in self.MODES:
+            raise ConfigError(f"decoder.init={init!r}: valid values are {', '.join(self.MODES)}")
+        self.init, self.num_layers, self.hidden_size = init, num_layers, hidden_size
+        self.parts = 2 if with_cell else 1
+        if init != "zeros":
+            self.W = nn.Linear(encoder_dim, self.parts * num_layers * hidden_size)
+
+    def forward(self, encoder_output: EncoderOutput) -> tuple[Tensor, Tensor | None]:
+        """hidden (L, B, H) and cell (L, B, H) or None."""
+        final, states, mask = encoder_output.final, encoder_output.states, encoder_output.mask
+        batch = final.size(0)
+        if self.init == "zeros":
+            start = final.new_zeros(batch, self.parts * self.num_layers * self.hidden_size)
+        else:
+            source = final
+            if self.init == "mean":
+                real = mask.unsqueeze(-1).to(states.dtype)  # (B, S, 1)
+                source = (states * real).sum(1) / real.sum(1)  # (B, D)
+            start = torch.tanh(self.W(source))
+        parts = start.view(batch, self.parts, self.num_layers, self.hidden_size).permute(1, 2, 0, 3)
+        return parts[0].contiguous(), parts[1].contiguous() if self.parts == 2 else None
+
+
+class AttentionDecoder(nn.Module):
+    """What both decoders share: embeddings, the RNN, the bridge, the output layer, the loops."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        attention: Attention,
+        encoder_dim: int,
+        rnn_input_size: int,
+        output_input_size: int,
+        rnn_type: str = "gru",
+        embedding_dim: int = 256,
+        hidden_size: int = 256,
+        num_layers: int = 1,
+        dropout: float = 0.3,
+        init: str = "final",
+        tie_embeddings: bool = False,
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
+        self.attention = attention
+        self.rnn = rnn_class(rnn_type, "decoder.rnn_type")(
+            rnn_input_size,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.bridge = Bridge(init, encoder_dim, hidden_size, num_layers, rnn_type == "lstm")
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(output_input_size, vocab_size)
+        if tie_embeddings:
+            if output_input_size != embedding_dim:
+                raise ConfigError(
+                    f"decoder.tie_embeddings needs the output layer's input ({output_input_size}"
+                    f", decoder.hidden_size) to equal decoder.embedding_dim ({embedding_dim})"
+                )
+            self.output.weight = self.embedding.weight
+
+    def init_state(self, encoder_output: EncoderOutput, keys: Tensor) -> DecoderState:
+        """The state before the first target word; keys (B, S, H) are the projected states."""
+        hidden, cell = self.bridge(encoder_output)
+        prepared = self.attention.prepare_keys(keys)
+        feed = keys.new_zeros(keys.size(0), self.hidden_size)
+        return DecoderState(hidden, cell, keys, prepared, encoder_output.mask, feed)
+
+    def rnn_step(self, rnn_input: Tensor, state: DecoderState) -> DecoderState:
+        """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell)."""
+        previous = state.hidden if state.cell is None else (state.hidden, state.cell)
+        _, new = self.rnn(rnn_input.unsqueeze(1), previous)
+        hidden, cell = new if isinstance(new, tuple) else (new, None)
+        return replace(state, hidden=hidden, cell=cell)
+
+    def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
+        """context (B, H) and weights (B, S) for query (B, H)."""
+        return self.attention(query, state.keys, state.mask, state.prepared_keys)
+
+    def features_step(
+        self, embedded: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        """One target step: embedded y_{t-1} (B, E) -> output features, weights (B, S), state."""
+        raise NotImplementedError
+
+    def step(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
+        """previous words (B,) -> logits (B, V), attention weights (B, S), the next state."""
+        features, weights, state = self.features_step(self.dropout(self.embedding(previous)), state)
+        return self.logits(features), weights, state
+
+    def forward(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: previous words (B, T) -> features (B, T, F), weights (B, T, S).
+
+        `logits(features)` turns (any selection of) the features into logits, so the loss can
+        skip padding.
+        """
+        embedded = self.dropout(self.embedding(previous))  # (B, T, E)
+        features, weights = [], []
+        for t in range(previous.size(1)):
+            feature, weight, state = self.features_step(embedded[:, t], state)
+            features.append(feature)
+            weights.append(weight)
+        return torch.stack(features, 1), torch.stack(weights, 1)
+
+    def logits(self, features: Tensor) -> Tensor:
+        """features (..., F) -> logits (..., V)."""
+        return self.output(self.dropout(features))
+
+
+class BahdanauDecoder(AttentionDecoder):
+    """Attend with the previous state, then step (Bahdanau et al., 2015).
+
+    context_t = attend(q_{t-1}, H)
+    q_t = RNN([embedding(y_{t-1}); context_t], q_{t-1})   (embedding left out unless
+                                                           feed_prev_output)
+    features_t = tanh(W_o [q_t; context_t; embedding(y_{t-1})])       (width E)
+    logits_t = V_o features_t
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        attention: Attention,
+        encoder_dim: int,
+        embedding_dim: int = 256,
+        hidden_size: int = 256,
+        feed_prev_output: bool = True,
+        **common: object,
+    ) -> None:
+        self.feed_prev_output = feed_prev_output
+        rnn_input = (embedding_dim if feed_prev_output else 0) + hidden_size
+        super().__init__(
+            vocab_size,
+            attention,
+            encoder_dim,
+            rnn_input,
+            embedding_dim,
+            embedding_dim=embedding_dim,
+            hidden_size=hidden_size,
+            **common,
+        )
+        self.W_o = nn.Linear(2 * hidden_size + embedding_dim, embedding_dim)
+
+    def features_step(
+        self, embedded: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        context, weights = self.attend(state.hidden[-1], state)  # query q_{t-1}: (B, H)
+        rnn_input = torch.cat([embedded, context], -1) if self.feed_prev_output else context
+        state = self.rnn_step(rnn_input, state)
+        features = torch.tanh(self.W_o(torch.cat([state.hidden[-1], context, embedded], -1)))
+        return features, weights, state
+
+
+class LuongDecoder(AttentionDecoder):
+    """Step, then attend with the new state (Luong et al., 2015).
+
+    q_t = RNN([embedding(y_{t-1}); attentional_{t-1}], q_{t-1})   (input feeding; without
+                                                                   it, the embedding alone)
+    context_t = attend(q_t, H)
+    attentional_t = tanh(W_c [context_t; q_t])                    (width H)
+    logits_t = V_o attentional_t
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        attention: Attention,
+        encoder_dim: int,
+        embedding_dim: int = 256,
+        hidden_size: int = 256,
+        input_feeding: bool = True,
+        **common: object,
+    ) -> None:
+        self.input_feeding = input_feeding
+        rnn_input = embedding_dim + (hidden_size if input_feeding else 0)
+        super().__init__(
+            vocab_size,
+            attention,
+            encoder_dim,
+            rnn_input,
+            hidden_size,
+            embedding_dim=embedding_dim,
+            hidden_size=hidden_size,
+            **common,
+        )
+        self.W_c = nn.Linear(2 * hidden_size, hidden_size, bias=False)
+
+    def features_step(
+        self, embedded: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        rnn_input = torch.cat([embedded, state.feed], -1) if self.input_feeding else embedded
+        state = self.rnn_step(rnn_input, state)
+        query = state.hidden[-1]  # q_t: (B, H)
+        context, weights = self.attend(query, state)
+        attentional = torch.tanh(self.W_c(torch.cat([context, query], -1)))  # (B, H)
+        return attentional, weights, replace(state, feed=self.dropout(attentional))

@@ -1,0 +1,76 @@
+"""The RNN encoder: source tokens -> encoder states H = [h_1..h_n] and a final state.
+
+Shapes: B batch, S source length, E embedding width, D output width (hidden x directions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from attnmt.data.tokenizer import PAD_ID
+from attnmt.errors import ConfigError
+
+RNN_TYPES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
+
+
+def rnn_class(rnn_type: str, key: str) -> type[nn.RNNBase]:
+    """The torch RNN class of `rnn_type`; `key` is the config key that set it."""
+    if rnn_type not in RNN_TYPES:
+        raise ConfigError(f"{key}={rnn_type!r}: valid types are {', '.join(RNN_TYPES)}")
+    return RNN_TYPES[rnn_type]
+
+
+@dataclass
+class EncoderOutput:
+    """What the decoder needs from the encoder."""
+
+    states: Tensor  # (B, S, D), zeros at padding
+    final: Tensor  # (B, D), the top layer's last state of each direction, concatenated
+    mask: Tensor  # (B, S) bool, True at real tokens
+
+
+class RNNEncoder(nn.Module):
+    """Embeddings and a (bidirectional) GRU, LSTM or plain RNN over packed sequences."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        rnn_type: str = "gru",
+        embedding_dim: int = 256,
+        hidden_size: int = 256,
+        num_layers: int = 1,
+        bidirectional: bool = True,
+        dropout: float = 0.3,
+    ) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = rnn_class(rnn_type, "encoder.rnn_type")(
+            embedding_dim,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.directions = 2 if bidirectional else 1
+        self.output_size = hidden_size * self.directions
+
+    def forward(self, source: Tensor, source_lengths: Tensor) -> EncoderOutput:
+        """source (B, S) ids, source_lengths (B,) -> states (B, S, D), final (B, D)."""
+        embedded = self.dropout(self.embedding(source))  # (B, S, E)
+        packed = pack_padded_sequence(
+            embedded, source_lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        packed_states, final = self.rnn(packed)
+        states, _ = pad_packed_sequence(
+            packed_states, batch_first=True, total_length=source.size(1)
+        )
+        if isinstance(final, tuple):  # LSTM: (h, c); the decoder starts from h
+            final = final[0]
+        # final: (layers x directions, B, hidden) -> the top layer's directions side by side
+        top = final[-self.directions :].transpose(0, 1).flatten(1)  # (B, D)
+        return EncoderOutput(self.dropout(states), top, source != PAD_ID)

@@ -1,0 +1,147 @@
+"""Each scorer against numbers worked out by hand, masking, and the precomputed path."""
+
+import math
+
+import pytest
+import torch
+
+from attnmt.errors import ConfigError
+from attnmt.model.attention import build_attention
+
+E = math.e
+
+
+def _set(linear, rows):
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(rows, dtype=torch.float))
+
+
+def _run(attn, query, keys, mask=None):
+    query, keys = torch.tensor([query], dtype=torch.float), torch.tensor([keys], dtype=torch.float)
+    mask = torch.ones(keys.shape[:2], dtype=torch.bool) if mask is None else torch.tensor([mask])
+    return attn(query, keys, mask)
+
+
+def test_dot_by_hand():
+    # q = [1, 0]; h = [1,0], [0,1], [1,1] -> s = 1, 0, 1 -> a = e, 1, e over (2e + 1)
+    context, weights = _run(build_attention("dot", 2, 2), [1, 0], [[1, 0], [0, 1], [1, 1]])
+    a = [E / (2 * E + 1), 1 / (2 * E + 1), E / (2 * E + 1)]
+    assert weights[0].tolist() == pytest.approx(a, abs=1e-6)
+    assert context[0].tolist() == pytest.approx([a[0] + a[2], a[1] + a[2]], abs=1e-6)
+
+
+def test_scaled_dot_by_hand():
+    # q = [2, 0]; h = [1, 0], [0, 1] -> s = 2/sqrt(2), 0 -> a_1 = 1 / (1 + e^-sqrt(2))
+    _, weights = _run(build_attention("scaled_dot", 2, 2), [2, 0], [[1, 0], [0, 1]])
+    a1 = 1 / (1 + math.exp(-math.sqrt(2)))
+    assert weights[0].tolist() == pytest.approx([a1, 1 - a1], abs=1e-6)
+
+
+def test_additive_by_hand():
+    # W = U = I, v = [1, 1]; q = [1, 0]; h1 = [0, 0] -> tanh(1) + tanh(0) = 0.761594
+    # h2 = [1, 1] -> tanh(2) + tanh(1) = 1.725622; h3 padding
+    attn = build_attention("additive", 2, 2, attn_dim=2)
+    _set(attn.W, [[1, 0], [0, 1]])
+    _set(attn.U, [[1, 0], [0, 1]])
+    _set(attn.v, [[1, 1]])
+    context, weights = _run(attn, [1, 0], [[0, 0], [1, 1], [5, 5]], [True, True, False])
+    a2 = 1 / (1 + math.exp(0.761594 - 1.725622))
+    assert weights[0].tolist() == pytest.approx([1 - a2, a2, 0.0], abs=1e-6)
+    assert weights[0, 2].item() == 0.0
+    assert context[0].tolist() == pytest.approx([a2, a2], abs=1e-6)
+
+
+def test_bilinear_by_hand():
+    # W q = [[2, 0], [0, 1]] [1, 1] = [2, 1]; h1 = [1, 0] -> 2, h2 = [0, 1] -> 1
+    attn = build_attention("bilinear", 2, 2)
+    _set(attn.W, [[2, 0], [0, 1]])
+    _, weights = _run(attn, [1, 1], [[1, 0], [0, 1]])
+    assert weights[0].tolist() == pytest.approx([E / (E + 1), 1 / (E + 1)], abs=1e-6)
+
+
+def test_multihead_by_hand():
+    # 2 heads of width 1, Q = K = V = O = identity; q = [1, 2]; h1 = [1, 0], h2 = [0, 1]
+    # head 1: s = 1, 0 -> a = e/(e+1), 1/(e+1); its value is h[0] -> context e/(e+1)
+    # head 2: s = 0, 2 -> a = 1/(1+e^2), e^2/(1+e^2); value h[1] -> context e^2/(1+e^2)
+    attn = build_attention("multihead", 2, 2, attn_dim=2, heads=2)
+    _set(attn.Q, [[1, 0], [0, 1]])
+    _set(attn.KV, [[1, 0], [0, 1], [1, 0], [0, 1]])
+    _set(attn.O, [[1, 0], [0, 1]])
+    context, weights = _run(attn, [1, 2], [[1, 0], [0, 1]])
+    head1, head2 = E / (E + 1), E**2 / (1 + E**2)
+    assert context[0].tolist() == pytest.approx([head1, head2], abs=1e-6)
+    mean = [(head1 + 1 - head2) / 2, (1 - head1 + head2) / 2]
+    assert weights[0].tolist() == pytest.approx(mean, abs=1e-6)
+
+
+SCORERS = ["additive", "dot", "scaled_dot", "bilinear", "multihead"]
+
+
+def _sizes(name):
+    return (5, 5) if name in ("dot", "scaled_dot") else (5, 7)
+
+
+@pytest.mark.parametrize("name", SCORERS)
+def test_masking_and_padding_do_not_change_results(name):
+    torch.manual_seed(0)
+    query_dim, key_dim = _sizes(name)
+    attn = build_attention(name, query_dim, key_dim)
+    query, keys = torch.randn(3, query_dim), torch.randn(3, 4, key_dim)
+    lengths = torch.tensor([4, 2, 1])
+    mask = torch.arange(4) < lengths.unsqueeze(1)
+    context, weights = attn(query, keys, mask)
+    assert weights.shape == (3, 4) and context.shape == (3, key_dim)
+    assert torch.all(weights[~mask] == 0)
+    assert torch.allclose(weights.sum(-1), torch.ones(3))
+    for i, n in enumerate(lengths.tolist()):
+        alone, alone_weights = attn(query[i : i + 1], keys[i : i + 1, :n], mask[i : i + 1, :n])
+        assert torch.allclose(context[i], alone[0], atol=1e-5)
+        assert torch.allclose(weights[i, :n], alone_weights[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", SCORERS)
+def test_precomputed_keys_equal_the_per_step_path(name):
+    torch.manual_seed(1)
+    query_dim, key_dim = _sizes(name)
+    attn = build_attention(name, query_dim, key_dim)
+    keys, mask = torch.randn(2, 3, key_dim), torch.ones(2, 3, dtype=torch.bool)
+    prepared = attn.prepare_keys(keys)
+    for _ in range(3):  # several decoding steps reuse one preparation
+        query = torch.randn(2, query_dim)
+        fast, _ = attn(query, keys, mask, prepared)
+        naive, _ = attn(query, keys, mask)
+        assert torch.allclose(fast, naive, atol=1e-6)
+
+
+def test_additive_matches_the_formula_term_by_term():
+    torch.manual_seed(2)
+    attn = build_attention("additive", 5, 7, attn_dim=3)
+    query, keys = torch.randn(1, 5), torch.randn(1, 4, 7)
+    _, weights = attn(query, keys, torch.ones(1, 4, dtype=torch.bool))
+    scores = [attn.v(torch.tanh(attn.W(keys[0, i]) + attn.U(query[0]))).item() for i in range(4)]
+    assert weights[0].tolist() == pytest.approx(torch.tensor(scores).softmax(0).tolist())
+
+
+def test_parameters_carry_the_formulas_names_without_bias():
+    additive = build_attention("additive", 5, 7, attn_dim=3)
+    shapes = {name: tuple(p.shape) for name, p in additive.named_parameters()}
+    assert shapes == {"W.weight": (3, 7), "U.weight": (3, 5), "v.weight": (1, 3)}
+    bilinear = build_attention("bilinear", 5, 7)
+    assert {n: tuple(p.shape) for n, p in bilinear.named_parameters()} == {"W.weight": (7, 5)}
+
+
+def test_dot_with_unequal_widths_names_sizes_and_keys():
+    with pytest.raises(ConfigError, match=r"query_dim=5.*decoder.hidden_size.*key_dim=7"):
+        build_attention("dot", 5, 7)
+    with pytest.raises(ConfigError, match=r"scaled_dot"):
+        build_attention("scaled_dot", 5, 7)
+
+
+def test_unknown_scorer_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"additive, bilinear, dot, multihead, scaled_dot"):
+        build_attention("cosine", 5, 5)
+
+
+def test_multihead_width_must_split_into_heads():
+    with pytest.raises(ConfigError, match=r"attention.attn_dim=7.*attention.heads=2"):
+        build_attention("multihead", 5, 5, attn_dim=7, heads=2)

@@ -1,0 +1,135 @@
+"""Every encoder x decoder x scorer builds and trains; padding, state shapes, the step API."""
+
+import itertools
+
+import pytest
+import torch
+
+from attnmt.data.tokenizer import PAD_ID
+from attnmt.errors import ConfigError
+from attnmt.model.seq2seq import build_model, parameter_summary
+from attnmt.options import option_names
+from tests.conftest import compose_config, plain
+
+SRC_VOCAB, TGT_VOCAB = 11, 13
+# Unequal tiny sizes catch transposes: embeddings 3/4, encoder 7 (x2), decoder 5, attention 6.
+TINY = [
+    "encoder.embedding_dim=3",
+    "encoder.hidden_size=7",
+    "decoder.embedding_dim=4",
+    "decoder.hidden_size=5",
+    "encoder.dropout=0.0",
+    "decoder.dropout=0.0",
+]
+
+
+def tiny_model(*overrides):
+    cfg = plain(compose_config("train", [*TINY, *overrides]))
+    if "attn_dim" in cfg["attention"]:
+        cfg["attention"]["attn_dim"] = 6
+    if "heads" in cfg["attention"]:
+        cfg["attention"]["heads"] = 2
+    torch.manual_seed(0)
+    return build_model(cfg, SRC_VOCAB, TGT_VOCAB)
+
+
+def batch():
+    source = torch.tensor([[5, 6, 7, 8, 3], [9, 4, 3, PAD_ID, PAD_ID], [10, 3, PAD_ID, 0, 0]])
+    lengths = (source != PAD_ID).sum(1)
+    previous = torch.tensor([[2, 5, 6, 7], [2, 8, 9, PAD_ID], [2, 11, PAD_ID, PAD_ID]])
+    return source, lengths, previous
+
+
+COMBINATIONS = list(
+    itertools.product(option_names("encoder"), option_names("decoder"), option_names("attention"))
+)
+
+
+@pytest.mark.parametrize("encoder,decoder,attention", COMBINATIONS)
+def test_every_combination_runs_forward_and_backward(encoder, decoder, attention):
+    model = tiny_model(f"encoder={encoder}", f"decoder={decoder}", f"attention={attention}")
+    source, lengths, previous = batch()
+    features, weights = model(source, lengths, previous)
+    logits = model.logits(features)
+    assert logits.shape == (3, 4, TGT_VOCAB) and weights.shape == (3, 4, 5)
+    logits.logsumexp(-1).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
+    assert not missing, f"no gradient reaches {missing}"
+
+
+@pytest.mark.parametrize("decoder", ["bahdanau", "luong"])
+def test_padded_batch_equals_each_sentence_alone(decoder):
+    model = tiny_model(f"decoder={decoder}", "decoder.num_layers=2", "encoder.num_layers=3").eval()
+    source, lengths, previous = batch()
+    with torch.no_grad():
+        logits = model.logits(model(source, lengths, previous)[0])
+        for i in range(3):
+            n, m = lengths[i].item(), (previous[i] != PAD_ID).sum().item()
+            alone = model.logits(
+                model(source[i : i + 1, :n], lengths[i : i + 1], previous[i : i + 1, :m])[0]
+            )
+            assert torch.allclose(logits[i, :m], alone[0], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["encoder=lstm", "decoder.rnn_type=gru", "decoder.num_layers=3"],
+        ["encoder=gru", "decoder.rnn_type=lstm", "encoder.num_layers=2"],
+        ["encoder=rnn", "encoder.bidirectional=false", "decoder.rnn_type=rnn"],
+        ["decoder.init=mean", "decoder.rnn_type=lstm", "decoder.num_layers=2"],
+        ["decoder.init=zeros", "decoder=luong", "decoder.rnn_type=lstm"],
+    ],
+)
+def test_decoder_starts_from_any_encoder_shape(overrides):
+    model = tiny_model(*overrides)
+    source, lengths, previous = batch()
+    _, state = model.encode(source, lengths)
+    layers = model.decoder.rnn.num_layers
+    assert state.hidden.shape == (layers, 3, 5)
+    assert (state.cell is not None) == (model.decoder.rnn.mode == "LSTM")
+    model.logits(model(source, lengths, previous)[0]).sum().backward()
+
+
+@pytest.mark.parametrize("decoder", ["bahdanau", "luong"])
+def test_step_api_equals_teacher_forcing_and_state_reorders(decoder):
+    model = tiny_model(f"decoder={decoder}").eval()
+    source, lengths, previous = batch()
+    with torch.no_grad():
+        forced = model.logits(model(source, lengths, previous)[0])
+        _, state = model.encode(source, lengths)
+        for t in range(previous.size(1)):
+            logits, _, state = model.decoder.step(previous[:, t], state)
+            assert torch.allclose(logits, forced[:, t], atol=1e-6)
+        _, state = model.encode(source, lengths)
+        order = torch.tensor([2, 0, 0, 1])  # reorder and grow, as beam search does
+        logits, _, _ = model.decoder.step(previous[order, 0], state.select(order))
+        assert torch.allclose(logits, forced[order, 0], atol=1e-6)
+
+
+def test_tied_embeddings_share_one_tensor():
+    model = tiny_model("decoder.tie_embeddings=true")
+    assert model.decoder.output.weight is model.decoder.embedding.weight
+
+
+def test_impossible_combinations_name_the_keys():
+    with pytest.raises(ConfigError, match="decoder.tie_embeddings.*decoder.embedding_dim"):
+        tiny_model("decoder=luong", "decoder.tie_embeddings=true")
+    with pytest.raises(ConfigError, match="encoder.rnn_type='transformer'"):
+        tiny_model("encoder.rnn_type=transformer")
+    with pytest.raises(ConfigError, match="decoder.init='last'"):
+        tiny_model("decoder.init=last")
+
+
+def test_dot_attention_just_works_with_the_default_sizes():
+    cfg = plain(compose_config("train", ["attention=dot"]))
+    model = build_model(cfg, SRC_VOCAB, TGT_VOCAB)
+    assert model.encoder.output_size == 512 and model.decoder.hidden_size == 256
+    source, lengths, previous = batch()
+    assert model(source, lengths, previous)[0].shape[:2] == (3, 4)
+
+
+def test_parameter_summary_counts_every_parameter_once():
+    model = tiny_model("decoder.tie_embeddings=true")
+    total = sum(p.numel() for p in model.parameters())  # shared tensors appear once here too
+    assert parameter_summary(model).splitlines()[-1].split()[-1] == f"{total:,}"
