@@ -55,3 +55,41 @@ def small_data_overrides(corpus: Path, processed: Path) -> list[str]:
         "data.vocab.src_size=1000",
         "data.vocab.tgt_size=600",
     ]
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory, shared_corpus) -> Path:
+    """The first 400 lines of the shared corpus: enough for a model to learn by heart."""
+    path = tmp_path_factory.mktemp("tiny") / "cmn-tiny.txt"
+    with open(shared_corpus, encoding="utf-8") as source:
+        path.write_text("".join(next(source) for _ in range(400)), encoding="utf-8")
+    return path
+
+
+def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
+    """A small model on a tiny corpus, one CPU thread, deterministic: seconds per run."""
+    return [
+        f"data.raw_path={corpus}",
+        "data.sha256=null",
+        f"data.processed_dir={processed}",
+        "data.dev_size=20",
+        "data.test_size=20",
+        "data.vocab.src_size=450",
+        "data.vocab.tgt_size=250",
+        "encoder.embedding_dim=64",
+        "encoder.hidden_size=64",
+        "decoder.embedding_dim=64",
+        "decoder.hidden_size=128",
+        "encoder.dropout=0.1",
+        "decoder.dropout=0.1",
+        "attention.attn_dim=64",
+        "trainer.lr=0.005",
+        "trainer.schedule=constant",
+        "trainer.batch_tokens=512",
+        "trainer.label_smoothing=0.0",
+        "trainer.threads=1",
+        "trainer.deterministic=true",
+        "trainer.log_every=1",
+        "trainer.validate_every=1000",
+        "trainer.checkpoint_every=1000",
+    ]

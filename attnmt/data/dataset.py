@@ -10,10 +10,14 @@ large corpus costs address space, not memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import torch
+from torch import Tensor
 
+from attnmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from attnmt.errors import DataError
 
 
@@ -46,3 +50,97 @@ class TokenIds:
 
     def __getitem__(self, index: int) -> np.ndarray:
         return self.tokens[self.offsets[index] : self.offsets[index + 1]]
+
+
+@dataclass
+class Batch:
+    """One padded batch; rows sorted by target length, longest first.
+
+    previous = [BOS, y_1..y_m] feeds the decoder, target = [y_1..y_m, EOS] is what it predicts.
+    """
+
+    source: Tensor  # (B, S) ids, PAD after each sentence's EOS
+    source_lengths: Tensor  # (B,)
+    previous: Tensor  # (B, T)
+    target: Tensor  # (B, T), PAD at padding
+    indices: np.ndarray  # (B,) positions of the pairs in their split
+
+    @property
+    def target_tokens(self) -> int:
+        return int((self.target != PAD_ID).sum())
+
+    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
+        move = {"device": device, "non_blocking": non_blocking}
+        return replace(
+            self,
+            source=self.source.to(**move),
+            previous=self.previous.to(**move),
+            target=self.target.to(**move),
+        )
+
+
+def pad(sentences: Sequence[np.ndarray], before: int | None, after: int | None) -> Tensor:
+    """Sentences of ids as a (B, longest) tensor padded with PAD, each with an optional id
+    added before (BOS) and after (EOS)."""
+    extra = (before is not None) + (after is not None)
+    out = torch.full((len(sentences), max(map(len, sentences)) + extra), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(sentences):
+        start = int(before is not None)
+        if before is not None:
+            out[row, 0] = before
+        out[row, start : start + len(ids)] = torch.from_numpy(ids.astype(np.int64))
+        if after is not None:
+            out[row, start + len(ids)] = after
+    return out
+
+
+class ParallelData:
+    """The source and target ids of one split, and the batches they are read in."""
+
+    def __init__(self, folder: Path, split: str, src_lang: str, tgt_lang: str) -> None:
+        self.source = TokenIds(folder, split, src_lang)
+        self.target = TokenIds(folder, split, tgt_lang)
+        if len(self.source) != len(self.target):
+            raise DataError(
+                f"{folder}: {split}.{src_lang} and {split}.{tgt_lang} differ in "
+                f"length ({len(self.source)} vs {len(self.target)}); rebuild it"
+            )
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def batch(self, indices: np.ndarray) -> Batch:
+        """The padded batch of pairs `indices`, rows sorted by target length, longest first."""
+        order = np.argsort(-self.target.lengths[indices], kind="stable")
+        indices = indices[order]
+        source = pad([self.source[i] for i in indices], None, EOS_ID)
+        targets = [self.target[i] for i in indices]
+        return Batch(
+            source=source,
+            source_lengths=torch.from_numpy(self.source.lengths[indices] + 1),
+            previous=pad(targets, BOS_ID, None),
+            target=pad(targets, None, EOS_ID),
+            indices=indices,
+        )
+
+    def token_batches(self, batch_tokens: int, seed: int, epoch: int) -> list[np.ndarray]:
+        """The pairs of one epoch grouped into batches of similar lengths, in a shuffled order.
+
+        Each batch holds at most `batch_tokens` padded tokens of its longer side (sentences x
+        the longest source or target, EOS included), like JoeyNMT's token batches; sorting by
+        length first keeps the padding small. The same (seed, epoch) gives the same batches.
+        """
+        rng = np.random.default_rng([seed, epoch])
+        src_len, tgt_len = self.source.lengths + 1, self.target.lengths + 1
+        jitter = rng.random(len(self))  # shuffles pairs of equal lengths
+        order = np.lexsort((jitter, src_len, tgt_len))
+        batches, start, longest = [], 0, 0
+        for position, index in enumerate(order):
+            longest_with = max(longest, src_len[index], tgt_len[index])
+            if position > start and longest_with * (position - start + 1) > batch_tokens:
+                batches.append(order[start:position])
+                start, longest_with = position, max(src_len[index], tgt_len[index])
+            longest = longest_with
+        batches.append(order[start:])
+        rng.shuffle(batches)
+        return batches

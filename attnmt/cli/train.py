@@ -1,0 +1,29 @@
+"""attnmt-train: prepare the data if needed, train, and print the best dev BLEU."""
+
+import logging
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from attnmt.cli.common import CONFIG_PATH, plain, user_errors
+from attnmt.train.trainer import Trainer
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
+@user_errors
+def main(cfg: DictConfig) -> float:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    logging.getLogger("attnmt").info("run directory: %s", run_dir)
+    summary = Trainer(plain(cfg), run_dir).fit()
+    print(
+        f"best dev BLEU {summary.best_bleu:.2f} ({summary.stopped_because}); "
+        f"best checkpoint: {summary.best_checkpoint}"
+    )
+    return summary.best_bleu
+
+
+if __name__ == "__main__":
+    main()

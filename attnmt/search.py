@@ -1,0 +1,145 @@
+"""Search: turning a trained model into translations, greedy or with a batched beam.
+
+Shapes: B batch, S source length, V target vocabulary, K beam size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnmt.data.tokenizer import BOS_ID, EOS_ID
+from attnmt.model.seq2seq import Seq2Seq
+
+
+@dataclass
+class Hypothesis:
+    """One output sentence: its ids (no BOS/EOS), score, and attention (T, S) if kept."""
+
+    ids: list[int]
+    score: float
+    attention: Tensor | None = None
+
+
+def max_lengths(source_lengths: Tensor, a: float, b: int) -> Tensor:
+    """The longest output allowed for each sentence: a * source length + b pieces."""
+    return (source_lengths.float() * a + b).long()
+
+
+@torch.no_grad()
+def greedy(
+    model: Seq2Seq, source: Tensor, source_lengths: Tensor, limits: Tensor, keep_attention: bool
+) -> list[Hypothesis]:
+    """The most probable word at each step, for a whole batch; finished rows stop computing."""
+    _, state = model.encode(source, source_lengths)
+    batch = source.size(0)
+    active = torch.arange(batch, device=source.device)  # rows still decoding
+    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=source.device)
+    outputs: list[list[int]] = [[] for _ in range(batch)]
+    scores = [0.0] * batch
+    attention: list[list[Tensor]] = [[] for _ in range(batch)]
+    limits = limits.to(source.device)
+    for t in range(int(limits.max())):
+        logits, weights, state = model.decoder.step(previous, state)
+        log_probs, words = logits.log_softmax(-1).max(-1)  # (B',)
+        for row, (index, word, log_prob) in enumerate(
+            zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
+        ):
+            scores[index] += log_prob
+            if word != EOS_ID:
+                outputs[index].append(word)
+            if keep_attention:
+                attention[index].append(weights[row])
+        going = (words != EOS_ID) & (limits[active] > t + 1)
+        if not going.any():
+            break
+        keep = going.nonzero().squeeze(1)
+        active, previous, state = active[keep], words[keep], state.select(keep)
+    return [
+        Hypothesis(outputs[i], scores[i], torch.stack(attention[i]) if keep_attention else None)
+        for i in range(batch)
+    ]
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT's length penalty ((5 + length) / 6)^alpha; scores are divided by it."""
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Seq2Seq,
+    source: Tensor,
+    source_lengths: Tensor,
+    limits: Tensor,
+    beam_size: int,
+    alpha: float,
+    keep_attention: bool,
+) -> list[list[Hypothesis]]:
+    """The best `beam_size` hypotheses of every sentence, best first, for a whole batch at once.
+
+    All K beams of all B sentences step together as B*K rows. At each step the 2K best
+    extensions of each sentence are ranked: those among the first K that end (EOS, or the
+    sentence's length limit) are finished, scored log P / length_penalty; the first K that do
+    not end carry on. A sentence stops when it has K finished hypotheses or reaches its limit,
+    and its rows leave the batch.
+    """
+    k, device = beam_size, source.device
+    _, state = model.encode(source, source_lengths)
+    batch = source.size(0)
+    state = state.select(torch.arange(batch, device=device).repeat_interleave(k))
+    scores = torch.full((batch, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # at the start every beam is the same: expand only one
+    tokens = torch.empty((batch, k, 0), dtype=torch.long, device=device)
+    attention = source.new_empty((batch, k, 0, source.size(1)), dtype=torch.float)
+    previous = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
+    active = torch.arange(batch, device=device)  # the sentence of each group of K rows
+    limits = limits.to(device)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    rank = torch.arange(2 * k, device=device)
+    for t in range(int(limits.max())):
+        logits, weights, state = model.decoder.step(previous, state)
+        n, vocab = active.numel(), logits.size(-1)
+        candidates = scores.unsqueeze(-1) + logits.log_softmax(-1).view(n, k, vocab)
+        top_scores, top_ids = candidates.view(n, k * vocab).topk(2 * k, dim=-1)  # (n, 2K)
+        origin, words = top_ids // vocab, top_ids % vocab
+        at_limit = limits[active] <= t + 1  # (n,)
+        ends = (words == EOS_ID) | at_limit.unsqueeze(1)
+        rows = torch.arange(n, device=device).unsqueeze(1) * k + origin  # (n, 2K) flat rows
+        if keep_attention:
+            steps = torch.cat([attention.flatten(0, 1)[rows], weights[rows].unsqueeze(2)], 2)
+        for i, j in (ends & (rank < k)).nonzero().tolist():
+            ids = tokens[i, origin[i, j]].tolist()
+            if words[i, j] != EOS_ID:
+                ids.append(int(words[i, j]))
+            penalty = length_penalty(len(ids) + 1, alpha)
+            kept = steps[i, j] if keep_attention else None
+            finished[int(active[i])].append(
+                Hypothesis(ids, float(top_scores[i, j]) / penalty, kept)
+            )
+        carry = (ends.long() * 2 * k + rank).argsort(-1)[:, :k]  # first K that do not end
+        scores = top_scores.gather(1, carry).masked_fill(ends.gather(1, carry), float("-inf"))
+        chosen_rows = rows.gather(1, carry)  # (n, K)
+        tokens = torch.cat(
+            [tokens.flatten(0, 1)[chosen_rows], words.gather(1, carry)[..., None]], 2
+        )
+        if keep_attention:
+            attention = steps.gather(1, carry[..., None, None].expand(-1, -1, *steps.shape[2:]))
+        done = at_limit | torch.tensor(
+            [len(finished[s]) >= k for s in active.tolist()], device=device
+        )
+        if done.all():
+            break
+        going = (~done).nonzero().squeeze(1)
+        active, scores, tokens, attention = (
+            active[going],
+            scores[going],
+            tokens[going],
+            attention[going],
+        )
+        chosen_rows = chosen_rows[going]
+        state = state.select(chosen_rows.flatten())
+        previous = tokens[:, :, -1].flatten()
+    return [sorted(h, key=lambda h: -h.score)[:k] for h in finished]

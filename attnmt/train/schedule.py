@@ -1,0 +1,99 @@
+"""The optimiser and the learning-rate schedule: linear warmup, then constant, inverse square
+root, cosine decay, or a cut on a plateau of dev BLEU."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnmt.errors import ConfigError
+
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+SCHEDULES = ("constant", "inverse_sqrt", "cosine", "plateau")
+
+
+def build_optimizer(
+    params: Iterable[nn.Parameter],
+    name: str,
+    lr: float,
+    betas: tuple[float, float],
+    weight_decay: float,
+) -> torch.optim.Optimizer:
+    """Adam or AdamW."""
+    if name not in OPTIMIZERS:
+        raise ConfigError(f"trainer.optimizer={name!r}: valid values are {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[name](params, lr=lr, betas=tuple(betas), weight_decay=weight_decay)
+
+
+class Schedule:
+    """The learning rate as a function of the step, and of dev BLEU for `plateau`.
+
+    factor(step) = step / warmup during warmup; after it, 1 (constant and plateau),
+    sqrt(warmup / step) (inverse_sqrt), or a cosine from 1 down to min_lr/lr at total_steps
+    (cosine). plateau multiplies by `plateau_factor` after `plateau_patience` validations
+    without a better dev BLEU, never below min_lr.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        kind: str,
+        lr: float,
+        warmup_steps: int,
+        min_lr: float,
+        total_steps: int | None,
+        plateau_patience: int,
+        plateau_factor: float,
+    ) -> None:
+        if kind not in SCHEDULES:
+            raise ConfigError(f"trainer.schedule={kind!r}: valid values are {', '.join(SCHEDULES)}")
+        if kind == "cosine" and not total_steps:
+            raise ConfigError("trainer.schedule=cosine needs trainer.max_steps to know its length")
+        self.optimizer, self.kind, self.lr = optimizer, kind, lr
+        self.warmup, self.min_lr, self.total = warmup_steps, min_lr, total_steps
+        self.patience, self.factor = plateau_patience, plateau_factor
+        self.plateau_scale, self.best, self.bad = 1.0, -math.inf, 0
+
+    def factor_at(self, step: int) -> float:
+        if self.warmup and step < self.warmup:
+            return (step + 1) / self.warmup
+        if self.kind == "inverse_sqrt":
+            return math.sqrt(max(self.warmup, 1) / max(step, 1))
+        if self.kind == "cosine":
+            progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+            floor = self.min_lr / self.lr
+            return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+        return self.plateau_scale
+
+    def set_step(self, step: int) -> float:
+        """Set the learning rate for optimiser step `step` (from 0); returns it."""
+        lr = self.lr * self.factor_at(step)
+        if step >= self.warmup and self.kind != "constant":
+            lr = max(lr, self.min_lr)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def observe(self, dev_bleu: float) -> None:
+        """Tell the plateau schedule a validation's dev BLEU."""
+        if dev_bleu > self.best:
+            self.best, self.bad = dev_bleu, 0
+            return
+        self.bad += 1
+        if self.kind == "plateau" and self.bad >= self.patience:
+            self.plateau_scale *= self.factor
+            self.bad = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"plateau_scale": self.plateau_scale, "best": self.best, "bad": self.bad}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.plateau_scale, self.best, self.bad = (
+            state["plateau_scale"],
+            state["best"],
+            state["bad"],
+        )

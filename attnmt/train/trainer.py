@@ -1,0 +1,470 @@
+"""The training loop: batches, steps, validation, checkpoints, resume, stop conditions.
+
+Everything a run writes goes to its run directory: last.pt, best.pt, metrics.jsonl,
+learning_curve.png (the CLI adds config.yaml and Hydra's own files).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from attnmt.config import to_dataclass
+from attnmt.data.corpus import sha256_of
+from attnmt.data.dataset import Batch, ParallelData
+from attnmt.data.prepare import DataConfig, prepare_dataset, spm_model_name
+from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
+from attnmt.errors import AttnmtError, CheckpointError, ConfigError
+from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
+from attnmt.plot import learning_curve
+from attnmt.train import checkpoint as ckpt
+from attnmt.train.schedule import Schedule, build_optimizer
+from attnmt.train.validate import Validation, validate
+
+log = logging.getLogger(__name__)
+
+
+class TrainingError(AttnmtError):
+    """Training cannot go on (e.g. the loss stays NaN)."""
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """The `trainer` config group; configs/trainer/default.yaml documents each key."""
+
+    device: str = "auto"
+    threads: int | None = None
+    amp: bool = True
+    seed: int = 1234
+    deterministic: bool = False
+    batch_tokens: int = 4096
+    accumulate: int = 1
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    schedule: str = "plateau"
+    warmup_steps: int = 0
+    min_lr: float = 1e-5
+    plateau_patience: int = 2
+    plateau_factor: float = 0.5
+    clip_grad_norm: float | None = 1.0
+    label_smoothing: float = 0.1
+    max_steps: int | None = None
+    max_epochs: int | None = None
+    max_time: float | None = None
+    log_every: int = 20
+    validate_every: int = 500
+    checkpoint_every: int = 500
+    val_beam_size: int = 1
+    val_max_length_a: float = 1.5
+    val_max_length_b: int = 10
+    samples: int = 3
+    patience: int | None = None
+    max_bad_steps: int = 10
+    resume: str | None = None
+
+
+# Trainer keys that change how a resumed run goes on but not what the model is.
+RESUMABLE_CHANGES = (
+    "max_steps",
+    "max_epochs",
+    "max_time",
+    "lr",
+    "schedule",
+    "warmup_steps",
+    "min_lr",
+    "plateau_patience",
+    "plateau_factor",
+    "patience",
+    "validate_every",
+    "checkpoint_every",
+    "log_every",
+    "device",
+    "threads",
+    "resume",
+)
+
+
+@dataclass
+class Progress:
+    """Where a run stands; saved in every checkpoint so that resume continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of the current epoch already used
+    elapsed: float = 0.0  # seconds of training, over all runs
+    best_bleu: float = -1.0
+    best_step: int = 0
+    validations_without_improvement: int = 0
+    bad_steps_in_a_row: int = 0
+    skipped_steps: int = 0
+
+
+@dataclass
+class Summary:
+    """What a run ends with."""
+
+    best_bleu: float
+    best_checkpoint: Path | None
+    steps: int
+    epochs: int
+    stopped_because: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def pick_device(name: str) -> torch.device:
+    """auto takes CUDA when present; cuda:N must exist."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.device={name}: CUDA is not available on this machine")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"trainer.device={name!r}: use auto, cpu, cuda or cuda:N") from None
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    """Trains the model of a resolved config, writing into `run_dir`."""
+
+    def __init__(self, config: dict[str, Any], run_dir: Path) -> None:
+        self.config, self.run_dir = config, run_dir
+        self.cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
+        self.data_cfg = to_dataclass(DataConfig, config["data"], "data")
+        self.device = pick_device(self.cfg.device)
+        torch.set_num_threads(self.cfg.threads or os.cpu_count() or 1)
+        torch.use_deterministic_algorithms(self.cfg.deterministic)
+        seed_everything(self.cfg.seed)
+        self.folder, manifest, _ = prepare_dataset(self.data_cfg)
+        src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
+        self.train_data = ParallelData(self.folder, "train", src, tgt)
+        self.dev_data = ParallelData(self.folder, "dev", src, tgt)
+        self.tokenizers = {
+            lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
+        }
+        self.target_sp = load_sentencepiece(self.tokenizers[tgt])
+        vocab = manifest["vocab"]
+        self.model: Seq2Seq = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(
+            self.device
+        )
+        log.info("model parameters:\n%s", parameter_summary(self.model))
+        self.optimizer = build_optimizer(
+            self.model.parameters(),
+            self.cfg.optimizer,
+            self.cfg.lr,
+            self.cfg.betas,
+            self.cfg.weight_decay,
+        )
+        self.schedule = Schedule(
+            self.optimizer,
+            self.cfg.schedule,
+            self.cfg.lr,
+            self.cfg.warmup_steps,
+            self.cfg.min_lr,
+            self.cfg.max_steps,
+            self.cfg.plateau_patience,
+            self.cfg.plateau_factor,
+        )
+        self.autocast_dtype = self._amp_dtype()
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
+        self.progress = Progress()
+        self.stop_signal: str | None = None
+        self.metrics_path = run_dir / "metrics.jsonl"
+        self._resume()
+
+    # ------------------------------------------------------------ setup
+
+    def _amp_dtype(self) -> torch.dtype | None:
+        if not self.cfg.amp or self.device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def _tokenizer_hashes(self) -> dict[str, dict[str, str]]:
+        return {
+            lang: {"path": str(p.resolve()), "sha256": sha256_of(p)}
+            for lang, p in self.tokenizers.items()
+        }
+
+    def _resume(self) -> None:
+        path = self.cfg.resume
+        if path == "auto":
+            path = self.run_dir / "last.pt"
+            if not path.is_file():
+                log.info("trainer.resume=auto: no %s yet, starting fresh", path)
+                return
+        if not path:
+            self.metrics_path.unlink(missing_ok=True)
+            return
+        saved = ckpt.load_checkpoint(Path(path), self.device)
+        differences = ckpt.architecture_differences(saved["config"], self.config)
+        if differences:
+            raise CheckpointError(
+                f"{path}: the model's architecture comes from the checkpoint; "
+                f"these keys conflict: {'; '.join(differences)}"
+            )
+        for lang, entry in self._tokenizer_hashes().items():
+            if saved["tokenizers"][lang]["sha256"] != entry["sha256"]:
+                raise CheckpointError(
+                    f"{path}: the {lang} SentencePiece model differs from "
+                    f"{entry['path']}; the data config changed (data.*)"
+                )
+        old = saved["config"]["trainer"]
+        for key in sorted(set(old) | set(self.config["trainer"])):
+            if old.get(key) != self.config["trainer"].get(key):
+                note = "" if key in RESUMABLE_CHANGES else " (changes how training goes on)"
+                log.info(
+                    "resume: trainer.%s %r -> %r%s",
+                    key,
+                    old.get(key),
+                    self.config["trainer"].get(key),
+                    note,
+                )
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.schedule.load_state_dict(saved["schedule"])
+        self.scaler.load_state_dict(saved["scaler"])
+        self.progress = Progress(**saved["progress"])
+        ckpt.set_rng_state(saved["rng"])
+        self._truncate_metrics(self.progress.step)
+        log.info(
+            "resumed from %s at step %d (epoch %d)", path, self.progress.step, self.progress.epoch
+        )
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Drop records written after the checkpoint, which the resumed run writes again."""
+        if not self.metrics_path.is_file():
+            return
+        lines = self.metrics_path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if line and json.loads(line)["step"] <= step]
+        self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+
+    # ------------------------------------------------------------ steps
+
+    def _loss_sum(self, batch: Batch, label_smoothing: float) -> torch.Tensor:
+        """Summed cross-entropy over the batch's real target tokens (padding never scored)."""
+        with torch.autocast(
+            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
+        ):
+            features, _ = self.model(batch.source, batch.source_lengths, batch.previous)
+            real = batch.target != PAD_ID
+            logits = self.model.logits(features[real])  # (N, V): real positions only
+        return F.cross_entropy(
+            logits.float(), batch.target[real], label_smoothing=label_smoothing, reduction="sum"
+        )
+
+    def _train_step(self, batches: list[Batch]) -> tuple[float, int]:
+        """One optimiser step over `batches` (gradient accumulation); returns loss and tokens."""
+        tokens = sum(b.target_tokens for b in batches)
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for batch in batches:
+            loss = self._loss_sum(
+                batch.to(self.device, non_blocking=True), self.cfg.label_smoothing
+            )
+            self.scaler.scale(loss / tokens).backward()
+            total += loss.item()
+        if not math.isfinite(total):
+            self.optimizer.zero_grad(set_to_none=True)
+            self._count_bad_step(total)
+            return total / tokens, tokens
+        self.progress.bad_steps_in_a_row = 0
+        if self.cfg.clip_grad_norm:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return total / tokens, tokens
+
+    def _count_bad_step(self, loss: float) -> None:
+        self.progress.skipped_steps += 1
+        self.progress.bad_steps_in_a_row += 1
+        log.warning("step %d: loss is %s; step skipped", self.progress.step + 1, loss)
+        if self.progress.bad_steps_in_a_row >= self.cfg.max_bad_steps:
+            raise TrainingError(
+                f"the loss was NaN or infinite {self.progress.bad_steps_in_a_row} steps in a row "
+                f"(trainer.max_bad_steps={self.cfg.max_bad_steps}); stopping. Try a lower "
+                f"trainer.lr or trainer.clip_grad_norm"
+            )
+
+    # ------------------------------------------------------------ records
+
+    def _record(self, record: dict[str, Any]) -> None:
+        with open(self.metrics_path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "format_version": ckpt.FORMAT_VERSION,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "progress": asdict(self.progress),
+            "rng": ckpt.rng_state(),
+            "config": self.config,
+            "tokenizers": self._tokenizer_hashes(),
+        }
+
+    def _save(self, *names: str) -> None:
+        payload = self._payload()
+        for name in names:
+            ckpt.save_checkpoint(payload, self.run_dir / name)
+
+    def _validate(self) -> Validation:
+        d = self.data_cfg
+        result = validate(
+            self.model,
+            self.dev_data,
+            self.folder,
+            "dev",
+            d.src_lang,
+            d.tgt_lang,
+            self.target_sp,
+            self.cfg,
+            self.device,
+        )
+        self.model.train()
+        p = self.progress
+        improved = result.bleu > p.best_bleu
+        if improved:
+            p.best_bleu, p.best_step, p.validations_without_improvement = result.bleu, p.step, 0
+        else:
+            p.validations_without_improvement += 1
+        self.schedule.observe(result.bleu)
+        self._record({"kind": "validation", "step": p.step, "epoch": p.epoch, **result.record()})
+        log.info(
+            "step %d: dev loss %.3f ppl %.2f BLEU %.2f chrF %.2f%s",
+            p.step,
+            result.loss,
+            result.perplexity,
+            result.bleu,
+            result.chrf,
+            " (best)" if improved else "",
+        )
+        for source, hypothesis, reference in result.samples:
+            log.info("  src: %s\n  hyp: %s\n  ref: %s", source, hypothesis, reference)
+        self._save(*(["last.pt", "best.pt"] if improved else ["last.pt"]))
+        learning_curve(self.metrics_path, self.run_dir / "learning_curve.png")
+        return result
+
+    # ------------------------------------------------------------ the loop
+
+    def _stop_reason(self, start: float) -> str | None:
+        p, c = self.progress, self.cfg
+        if self.stop_signal:
+            return self.stop_signal
+        if c.max_steps is not None and p.step >= c.max_steps:
+            return f"trainer.max_steps={c.max_steps} reached"
+        if c.max_epochs is not None and p.epoch >= c.max_epochs:
+            return f"trainer.max_epochs={c.max_epochs} reached"
+        if c.max_time is not None and p.elapsed + time.monotonic() - start >= c.max_time * 60:
+            return f"trainer.max_time={c.max_time} minutes reached"
+        if c.patience is not None and p.validations_without_improvement >= c.patience:
+            return f"no better dev BLEU in {c.patience} validations (trainer.patience)"
+        return None
+
+    def _on_signal(self, number: int, _frame: Any) -> None:
+        self.stop_signal = f"stopped by {signal.Signals(number).name}"
+
+    def fit(self) -> Summary:
+        """Train until a stop condition; returns the summary (also logged)."""
+        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            reason = self._loop()
+        finally:
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
+        best = self.run_dir / "best.pt"
+        summary = Summary(
+            self.progress.best_bleu,
+            best if best.is_file() else None,
+            self.progress.step,
+            self.progress.epoch,
+            reason,
+        )
+        log.info(
+            "stopped: %s. best dev BLEU %.2f at step %d: %s",
+            reason,
+            summary.best_bleu,
+            self.progress.best_step,
+            summary.best_checkpoint,
+        )
+        return summary
+
+    def _loop(self) -> str:
+        start, p, c = time.monotonic(), self.progress, self.cfg
+        self.model.train()
+        bar = tqdm(total=c.max_steps, initial=p.step, unit="step", dynamic_ncols=True, disable=None)
+        window_tokens, window_seconds = 0, 0.0  # training time only, validation left out
+        self.schedule.set_step(p.step)
+        reason = self._stop_reason(start)
+        while reason is None:
+            order = self.train_data.token_batches(c.batch_tokens, c.seed, p.epoch)
+            while p.batch_in_epoch < len(order) and reason is None:
+                step_start = time.monotonic()
+                group = order[p.batch_in_epoch : p.batch_in_epoch + c.accumulate]
+                batches = [self.train_data.batch(indices) for indices in group]
+                loss, tokens = self._train_step(batches)
+                window_seconds += time.monotonic() - step_start
+                p.step += 1
+                p.batch_in_epoch += len(group)
+                lr = self.schedule.set_step(p.step)
+                window_tokens += tokens
+                bar.update(1)
+                if p.step % c.log_every == 0:
+                    speed = window_tokens / max(window_seconds, 1e-9)
+                    self._record(
+                        {
+                            "kind": "train",
+                            "step": p.step,
+                            "epoch": p.epoch,
+                            "loss": loss,
+                            "lr": lr,
+                            "tokens_per_s": round(speed),
+                            "padding": self._padding(batches),
+                        }
+                    )
+                    bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{speed:,.0f}", lr=f"{lr:.2e}")
+                    window_tokens, window_seconds = 0, 0.0
+                if p.step % c.validate_every == 0:
+                    self._validate()
+                elif p.step % c.checkpoint_every == 0:
+                    self._save("last.pt")
+                p.elapsed += time.monotonic() - start
+                start = time.monotonic()
+                reason = self._stop_reason(start)
+            if p.batch_in_epoch >= len(order):
+                p.epoch, p.batch_in_epoch = p.epoch + 1, 0
+                if p.step % c.validate_every:  # not validated at this very step already
+                    self._validate()
+                reason = self._stop_reason(start)
+        bar.close()
+        self._save("last.pt")
+        return reason
+
+    @staticmethod
+    def _padding(batches: list[Batch]) -> float:
+        """The share of padding in the batches' source and target tensors."""
+        cells = sum(b.source.numel() + b.target.numel() for b in batches)
+        real = sum(int(b.source_lengths.sum()) + b.target_tokens for b in batches)
+        return round(1 - real / cells, 4)

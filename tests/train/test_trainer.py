@@ -1,0 +1,184 @@
+"""Training end to end on a tiny corpus: it learns, resumes exactly, and survives crashes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnmt.errors import CheckpointError
+from attnmt.train import checkpoint as ckpt
+from attnmt.train.trainer import Trainer, TrainingError
+from attnmt.train.validate import validate
+from tests.conftest import compose_config, plain, tiny_train_overrides
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_trainer(corpus, tmp_path, run, *overrides):
+    cfg = compose_config("train", [*tiny_train_overrides(corpus, tmp_path / "data"), *overrides])
+    run_dir = tmp_path / run
+    run_dir.mkdir(exist_ok=True)
+    return Trainer(plain(cfg), run_dir)
+
+
+def losses(run_dir):
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in records if r["kind"] == "train"]
+
+
+def test_tiny_run_learns_its_training_pairs(tiny_corpus, tmp_path):
+    trainer = make_trainer(
+        tiny_corpus, tmp_path, "run", "trainer.max_steps=150", "trainer.validate_every=75"
+    )
+    summary = trainer.fit()
+    assert summary.steps == 150 and summary.best_checkpoint.is_file()
+    assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 0
+    result = validate(
+        trainer.model,
+        trainer.train_data,
+        trainer.folder,
+        "train",
+        "zh",
+        "en",
+        trainer.target_sp,
+        trainer.cfg,
+        trainer.device,
+    )
+    assert result.bleu > 40, f"BLEU on its own training pairs only {result.bleu}"
+
+
+def test_resumed_run_repeats_the_uninterrupted_losses(tiny_corpus, tmp_path):
+    make_trainer(tiny_corpus, tmp_path, "whole", "trainer.max_steps=12").fit()
+    make_trainer(tiny_corpus, tmp_path, "split", "trainer.max_steps=5").fit()
+    resumed = make_trainer(
+        tiny_corpus, tmp_path, "split", "trainer.max_steps=12", "trainer.resume=auto"
+    )
+    assert resumed.progress.step == 5
+    resumed.fit()
+    assert losses(tmp_path / "split") == losses(tmp_path / "whole")
+
+
+def test_deterministic_runs_are_bit_identical(tiny_corpus, tmp_path):
+    for run in ("a", "b"):
+        make_trainer(tiny_corpus, tmp_path, run, "trainer.max_steps=4").fit()
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+
+
+def _train_command(corpus, tmp_path, run_dir, *overrides):
+    return [
+        sys.executable,
+        "-m",
+        "attnmt.cli.train",
+        *tiny_train_overrides(corpus, tmp_path / "data"),
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
+
+
+def _wait_for(path, process, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not path.is_file():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_sigkill_after_a_checkpoint_then_resume_gives_the_same_losses(tiny_corpus, tmp_path):
+    whole = tmp_path / "whole"
+    subprocess.run(
+        _train_command(tiny_corpus, tmp_path, whole, "trainer.max_steps=40"),
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    killed = tmp_path / "killed"
+    # Unbounded, so it is still running when killed right after its first checkpoint.
+    command = _train_command(tiny_corpus, tmp_path, killed, "trainer.checkpoint_every=5")
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _wait_for(killed / "last.pt", process)
+    process.kill()  # SIGKILL: no handler runs
+    process.wait()
+    saved_step = ckpt.load_checkpoint(killed / "last.pt")["progress"]["step"]
+    assert 0 < saved_step < 40
+    resume = [*command, "trainer.max_steps=40", "trainer.resume=auto"]
+    subprocess.run(resume, check=True, capture_output=True, cwd=tmp_path)
+    assert losses(killed) == losses(whole)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_corpus, tmp_path):
+    run_dir = tmp_path / "run"
+    command = _train_command(tiny_corpus, tmp_path, run_dir, "trainer.max_steps=100000")
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _wait_for(run_dir / "metrics.jsonl", process)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert b"stopped by SIGTERM" in out + err
+    assert ckpt.load_checkpoint(run_dir / "last.pt")["progress"]["step"] > 0
+
+
+def test_crash_during_a_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    ckpt.save_checkpoint({"format_version": ckpt.FORMAT_VERSION, "step": 1}, path)
+
+    def crash(obj, handle):
+        handle.write(b"half a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save_checkpoint({"format_version": ckpt.FORMAT_VERSION, "step": 2}, path)
+    assert ckpt.load_checkpoint(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+class Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_holding_a_malicious_pickle_is_refused(tmp_path):
+    marker, path = tmp_path / "pwned", tmp_path / "evil.pt"
+    torch.save({"format_version": ckpt.FORMAT_VERSION, "model": Exploit(marker)}, path)
+    with pytest.raises(CheckpointError, match="refused"):
+        ckpt.load_checkpoint(path)
+    assert not marker.exists()
+
+
+def test_rng_state_round_trips():
+    state = ckpt.rng_state()
+    expected = (torch.rand(3), __import__("random").random(), __import__("numpy").random.rand())
+    ckpt.set_rng_state(state)
+    again = (torch.rand(3), __import__("random").random(), __import__("numpy").random.rand())
+    assert torch.equal(expected[0], again[0]) and expected[1:] == again[1:]
+
+
+def test_nan_loss_steps_are_skipped_then_stop_the_run(tiny_corpus, tmp_path):
+    trainer = make_trainer(
+        tiny_corpus, tmp_path, "run", "trainer.max_steps=50", "trainer.max_bad_steps=3"
+    )
+    with torch.no_grad():
+        trainer.model.decoder.output.bias.fill_(float("nan"))
+    with pytest.raises(TrainingError, match="NaN or infinite 3 steps in a row"):
+        trainer.fit()
+    assert trainer.progress.skipped_steps == 3
+    assert torch.isnan(trainer.model.decoder.output.bias).all()  # no update from a NaN step
+
+
+def test_resume_with_another_architecture_names_the_keys(tiny_corpus, tmp_path):
+    make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_steps=1").fit()
+    with pytest.raises(CheckpointError, match=r"decoder.hidden_size: 128 in the checkpoint, 96"):
+        make_trainer(tiny_corpus, tmp_path, "run", "trainer.resume=auto", "decoder.hidden_size=96")
