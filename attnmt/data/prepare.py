@@ -56,6 +56,7 @@ class DataConfig:
     sha256: str | None = None
     en_path: str | None = None
     zh_path: str | None = None
+    split_dir: str | None = None
     src_lang: str = "zh"
     tgt_lang: str = "en"
     processed_dir: str = "data/processed"
@@ -72,8 +73,10 @@ class DataConfig:
                 raise ConfigError(f"data.{key}={getattr(self, key)!r}: must be 'zh' or 'en'")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang are both {self.src_lang!r}")
-        if self.source not in ("tatoeba", "files"):
-            raise ConfigError(f"data.source={self.source!r}: must be 'tatoeba' or 'files'")
+        if self.source not in ("tatoeba", "files", "splits"):
+            raise ConfigError(
+                f"data.source={self.source!r}: must be 'tatoeba', 'files' or 'splits'"
+            )
         if self.vocab.model_type not in ("unigram", "bpe"):
             raise ConfigError(
                 f"data.vocab.model_type={self.vocab.model_type!r}: must be 'unigram' or 'bpe'"
@@ -121,6 +124,18 @@ def _download(cfg: DataConfig, raw_path: Path) -> None:
 
 def input_files(cfg: DataConfig) -> list[Path]:
     """The raw input files of this config, downloading the default corpus when it is absent."""
+    if cfg.source == "splits":
+        if not cfg.split_dir:
+            raise ConfigError("data.split_dir is required when data.source=splits")
+        paths = [
+            Path(cfg.split_dir) / f"{split}.{lang}" for split in SPLITS for lang in ("en", "zh")
+        ]
+        for path in paths:
+            if not path.is_file():
+                raise DataError(
+                    f"{path}: file not found (data.split_dir holds {{train,dev,test}}.{{en,zh}})"
+                )
+        return paths
     if cfg.source == "files":
         paths = []
         for key in ("en_path", "zh_path"):
@@ -140,11 +155,24 @@ def input_files(cfg: DataConfig) -> list[Path]:
     return [raw_path]
 
 
-def read_pairs(cfg: DataConfig, paths: list[Path]) -> corpus.Iterator[tuple[str, str]]:
-    """(English, Chinese) pairs from the config's source."""
+def read_splits(cfg: DataConfig, paths: list[Path], report: corpus.CleaningReport) -> Splits:
+    """Clean pairs from the config's source, split by `split_pairs` unless given split."""
+    if cfg.source == "splits":  # paths: train.en, train.zh, dev.en, dev.zh, test.en, test.zh
+        given = [corpus.clean(corpus.read_aligned(*paths[i : i + 2]), report) for i in (0, 2, 4)]
+        if not given[0]:
+            raise DataError(f"{paths[0]}: no training pairs left after cleaning")
+        return Splits(*given)
     if cfg.source == "files":
-        return corpus.read_aligned(paths[0], paths[1])
-    return corpus.read_tatoeba(paths[0])
+        raw = corpus.read_aligned(paths[0], paths[1])
+    else:
+        raw = corpus.read_tatoeba(paths[0])
+    pairs = corpus.clean(raw, report)
+    if not pairs:
+        raise DataError(
+            f"{', '.join(map(str, paths))}: no pairs left after cleaning "
+            f"({report.read} read, dropped {report.dropped})"
+        )
+    return split_pairs(pairs, cfg.dev_size, cfg.test_size, cfg.seed)
 
 
 def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
@@ -237,13 +265,7 @@ def _encode_and_write(
 def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) -> dict[str, Any]:
     """Write the whole processed dataset into `folder` (a fresh temporary folder)."""
     report = corpus.CleaningReport()
-    pairs = corpus.clean(read_pairs(cfg, paths), report)
-    if not pairs:
-        raise DataError(
-            f"{', '.join(map(str, paths))}: no pairs left after cleaning "
-            f"({report.read} read, dropped {report.dropped})"
-        )
-    splits = split_pairs(pairs, cfg.dev_size, cfg.test_size, cfg.seed)
+    splits = read_splits(cfg, paths, report)
     vocab = _train_tokenizers(cfg, splits, folder)
     counts = _encode_and_write(cfg, splits, folder, report)
     return {

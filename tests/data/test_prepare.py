@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from attnmt.config import to_dataclass
+from attnmt.data import corpus
 from attnmt.data.dataset import TokenIds
 from attnmt.data.prepare import DataConfig, prepare_dataset
 from attnmt.data.tokenizer import load_sentencepiece
@@ -142,3 +143,20 @@ def test_unknown_and_invalid_keys_are_config_errors():
         to_dataclass(DataConfig, {"name": "x", "colour": 1}, "data")
     with pytest.raises(ConfigError, match="data.src_lang"):
         to_dataclass(DataConfig, {"name": "x", "src_lang": "fr"}, "data")
+
+
+def test_given_splits_are_kept_as_they_are(small_corpus, tmp_path):
+    rows = [line.split("\t") for line in small_corpus.read_text(encoding="utf-8").splitlines()]
+    given = tmp_path / "given"
+    given.mkdir()
+    for split, part in (("train", rows[:1000]), ("dev", rows[1000:1100]), ("test", rows[1100:])):
+        for lang, column in (("en", 0), ("zh", 1)):
+            text = "".join(r[column] + "\n" for r in part)
+            (given / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    overrides = [*small_data_overrides(small_corpus, tmp_path), "data=splits"]
+    _, manifest, _ = prepare_dataset(data_config([*overrides, f"data.split_dir={given}"]))
+    for split, part in (("dev", rows[1000:1100]), ("test", rows[1100:])):
+        clean = corpus.clean(((r[0], r[1]) for r in part), corpus.CleaningReport())
+        assert manifest["counts"][split] == len(clean)
+    with pytest.raises(DataError, match=r"missing/train.en: file not found"):
+        prepare_dataset(data_config([*overrides, f"data.split_dir={tmp_path / 'missing'}"]))
