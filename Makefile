@@ -18,6 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@# A CJK font, so Chinese in attention heatmaps shows as characters, not boxes.
+	@fc-list 2>/dev/null | grep -qi "CJK" || ( command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null ) \
+	  || echo "warning: could not install fonts-noto-cjk: Chinese in heatmaps will show as boxes"
 	touch $@
 
 data: install

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # files only; no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
+
+log = logging.getLogger(__name__)
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -57,3 +61,62 @@ def learning_curve(metrics_path: Path, png_path: Path) -> None:
     figure.savefig(tmp, dpi=100)
     plt.close(figure)
     tmp.replace(png_path)
+
+
+# Fonts with Chinese glyphs, best first; the Makefile's install puts Noto Sans CJK in place.
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans SC",
+    "WenQuanYi Micro Hei",
+    "WenQuanYi Zen Hei",
+    "Source Han Sans SC",
+    "SimHei",
+    "Microsoft YaHei",
+)
+
+
+def cjk_font() -> str | None:
+    """The first installed font of CJK_FONTS, or None (Chinese would then show as boxes)."""
+    from matplotlib import font_manager
+
+    def first_known() -> str | None:
+        installed = {font.name for font in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FONTS if name in installed), None)
+
+    if first_known() is None:  # installed after matplotlib cached its font list?
+        for path in font_manager.findSystemFonts():
+            if any(mark in Path(path).name for mark in ("CJK", "wqy", "SourceHan")):
+                font_manager.fontManager.addfont(path)
+    return first_known()
+
+
+def attention_heatmap(
+    weights: np.ndarray,
+    source_pieces: list[str],
+    target_pieces: list[str],
+    png_path: Path,
+    title: str = "",
+) -> None:
+    """A target-by-source heatmap of attention weights, pieces on the axes, with a colour bar."""
+    font = cjk_font()
+    if font is None:
+        log.warning(
+            "no CJK font found (tried %s): Chinese will show as boxes; install "
+            "fonts-noto-cjk (make install does)",
+            ", ".join(CJK_FONTS),
+        )
+    height, width = weights.shape
+    figure, axis = plt.subplots(figsize=(max(4, 0.45 * width + 2), max(3, 0.4 * height + 1.5)))
+    image = axis.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    style = {"fontfamily": font} if font else {}
+    axis.set_xticks(range(width), source_pieces, rotation=90, **style)
+    axis.set_yticks(range(height), target_pieces, **style)
+    axis.set_xlabel("source")
+    axis.set_ylabel("target")
+    if title:
+        axis.set_title(title, **style)
+    figure.colorbar(image, ax=axis, label="attention weight")
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=100)
+    plt.close(figure)

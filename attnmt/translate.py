@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import torch
+from sentencepiece import SentencePieceProcessor
 
+from attnmt.data.corpus import normalize, sha256_of
 from attnmt.data.dataset import pad
-from attnmt.data.tokenizer import EOS_ID
-from attnmt.model.seq2seq import Seq2Seq
+from attnmt.data.tokenizer import EOS_ID, load_sentencepiece
+from attnmt.errors import CheckpointError
+from attnmt.model.seq2seq import Seq2Seq, build_model
+from attnmt.plot import attention_heatmap
 from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
+from attnmt.train.checkpoint import load_checkpoint
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,3 +81,120 @@ def translate_ids(
                     hypothesis.attention = hypothesis.attention[:, : lengths[index]].cpu()
             results[index] = hypotheses[: search.n_best]
     return results
+
+
+@dataclass
+class LoadedModel:
+    """A trained model with its tokenizers, ready to translate."""
+
+    model: Seq2Seq
+    config: dict
+    source_sp: SentencePieceProcessor
+    target_sp: SentencePieceProcessor
+    src_lang: str
+    tgt_lang: str
+
+
+def load_model(path: Path, device: torch.device) -> LoadedModel:
+    """The model of a checkpoint, with the SentencePiece models it was trained with."""
+    saved = load_checkpoint(path, device)
+    config = saved["config"]
+    src_lang, tgt_lang = config["data"]["src_lang"], config["data"]["tgt_lang"]
+    tokenizers = {}
+    for lang in (src_lang, tgt_lang):
+        entry = saved["tokenizers"][lang]
+        sp_path = Path(entry["path"])
+        if not sp_path.is_file() or sha256_of(sp_path) != entry["sha256"]:
+            raise CheckpointError(
+                f"{path}: its {lang} SentencePiece model {sp_path} is missing or changed since "
+                "training; rebuild the dataset with the training run's data config"
+            )
+        tokenizers[lang] = load_sentencepiece(sp_path)
+    source_sp, target_sp = tokenizers[src_lang], tokenizers[tgt_lang]
+    model = build_model(config, source_sp.get_piece_size(), target_sp.get_piece_size())
+    model.load_state_dict(saved["model"])
+    return LoadedModel(model.to(device).eval(), config, source_sp, target_sp, src_lang, tgt_lang)
+
+
+@dataclass
+class Translation:
+    """The translations of one input line, best first."""
+
+    source_pieces: list[str]
+    texts: list[str]
+    hypotheses: list[Hypothesis]
+    truncated: bool = False
+
+    def target_pieces(self, sp: SentencePieceProcessor) -> list[str]:
+        return [sp.id_to_piece(i) for i in self.hypotheses[0].ids] if self.hypotheses else []
+
+
+def translate_lines(
+    loaded: LoadedModel,
+    lines: Sequence[str],
+    search: SearchConfig,
+    device: torch.device,
+    max_input_length: int,
+    keep_attention: bool = False,
+) -> list[Translation]:
+    """Translate raw text lines (normalised as in training); an empty line gives no output."""
+    pieces = [
+        loaded.source_sp.encode(normalize(line, loaded.src_lang), out_type=int) for line in lines
+    ]
+    truncated = [len(p) > max_input_length for p in pieces]
+    for number, cut in enumerate(truncated, start=1):
+        if cut:
+            log.warning(
+                "line %d: %d pieces, truncated to %d (max_input_length)",
+                number,
+                len(pieces[number - 1]),
+                max_input_length,
+            )
+    filled = [i for i, p in enumerate(pieces) if p]
+    sources = [np.array(pieces[i][:max_input_length], dtype=np.int64) for i in filled]
+    found = translate_ids(loaded.model, sources, search, device, keep_attention) if sources else []
+    results = [Translation([], [""], [], truncated[i]) for i in range(len(lines))]
+    for i, hypotheses in zip(filled, found, strict=True):
+        source_pieces = [loaded.source_sp.id_to_piece(t) for t in pieces[i][:max_input_length]]
+        texts = [loaded.target_sp.decode(h.ids) for h in hypotheses]
+        results[i] = Translation(source_pieces + ["</s>"], texts, hypotheses, truncated[i])
+    return results
+
+
+def write_translations(results: Sequence[Translation], out: TextIO, n_best: int) -> None:
+    """One line per input; with n_best > 1, 'line ||| text ||| score' rows, best first."""
+    for number, result in enumerate(results):
+        if n_best == 1:
+            out.write(result.texts[0] + "\n")
+            continue
+        for text, hypothesis in zip(result.texts, result.hypotheses, strict=False):
+            out.write(f"{number} ||| {text} ||| {hypothesis.score:.4f}\n")
+
+
+def save_attention(results: Sequence[Translation], loaded: LoadedModel, path: Path) -> None:
+    """An .npz with, for sentence i, `attention_i` (target x source, the best hypothesis's
+    weights; EOS rows and columns included), `source_i` and `target_i` (the pieces)."""
+    arrays = {}
+    for i, result in enumerate(results):
+        if not result.hypotheses:
+            continue
+        arrays[f"attention_{i}"] = result.hypotheses[0].attention.numpy()
+        arrays[f"source_{i}"] = np.array(result.source_pieces)
+        arrays[f"target_{i}"] = np.array(result.target_pieces(loaded.target_sp) + ["</s>"])
+    np.savez_compressed(path, **arrays)
+
+
+def plot_attention(results: Sequence[Translation], loaded: LoadedModel, folder: Path) -> None:
+    """One heatmap PNG per translated sentence: folder/attention_{i}.png."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, result in enumerate(results):
+        if result.hypotheses:
+            weights = result.hypotheses[0].attention.numpy()
+            target = result.target_pieces(loaded.target_sp) + ["</s>"]
+            attention_heatmap(
+                weights[: len(target)],
+                result.source_pieces,
+                target,
+                folder / f"attention_{i}.png",
+                result.texts[0],
+            )

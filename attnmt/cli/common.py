@@ -15,6 +15,9 @@ from attnmt.errors import AttnmtError
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
 # console scripts find them from any working directory.
 CONFIG_PATH = "pkg://attnmt.configs"
+# translate and evaluate read a trained model and take no model groups, so that their own keys
+# (attention=FILE) are never mistaken for a config group.
+TOOLS_CONFIG_PATH = "pkg://attnmt.configs.tools"
 
 log = logging.getLogger("attnmt")
 

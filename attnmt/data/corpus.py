@@ -21,7 +21,7 @@ import io
 import re
 import unicodedata
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,17 +98,22 @@ def open_binary(path: Path) -> io.BufferedIOBase:
     return open(path, "rb")
 
 
+def decode_lines(handle: Iterable[bytes], name: str) -> Iterator[str]:
+    """Decode byte lines as UTF-8 without their line ends; `name` (a file) names errors."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DataError(
+                f"{name}:{number}: invalid UTF-8 at byte {error.start} of the line"
+            ) from None
+        yield line.rstrip("\r\n")
+
+
 def read_lines(path: Path) -> Iterator[str]:
     """Yield the lines of a (possibly compressed) UTF-8 text file without their line ends."""
     with open_binary(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise DataError(
-                    f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line"
-                ) from None
-            yield line.rstrip("\r\n")
+        yield from decode_lines(handle, str(path))
 
 
 def read_tatoeba(path: Path) -> Iterator[tuple[str, str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import signal
 import time
@@ -27,9 +26,10 @@ from attnmt.data.corpus import sha256_of
 from attnmt.data.dataset import Batch, ParallelData
 from attnmt.data.prepare import DataConfig, prepare_dataset, spm_model_name
 from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
-from attnmt.errors import AttnmtError, CheckpointError, ConfigError
+from attnmt.errors import AttnmtError, CheckpointError
 from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
 from attnmt.plot import learning_curve
+from attnmt.runtime import pick_device, set_threads
 from attnmt.train import checkpoint as ckpt
 from attnmt.train.schedule import Schedule, build_optimizer
 from attnmt.train.validate import Validation, validate
@@ -126,18 +126,6 @@ class Summary:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-def pick_device(name: str) -> torch.device:
-    """auto takes CUDA when present; cuda:N must exist."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"trainer.device={name}: CUDA is not available on this machine")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"trainer.device={name!r}: use auto, cpu, cuda or cuda:N") from None
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -151,8 +139,8 @@ class Trainer:
         self.config, self.run_dir = config, run_dir
         self.cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
         self.data_cfg = to_dataclass(DataConfig, config["data"], "data")
-        self.device = pick_device(self.cfg.device)
-        torch.set_num_threads(self.cfg.threads or os.cpu_count() or 1)
+        self.device = pick_device(self.cfg.device, "trainer.device")
+        set_threads(self.cfg.threads)
         torch.use_deterministic_algorithms(self.cfg.deterministic)
         seed_everything(self.cfg.seed)
         self.folder, manifest, _ = prepare_dataset(self.data_cfg)

@@ -1,0 +1,61 @@
+"""attnmt-translate ckpt=PATH: translate stdin or input=FILE, one line out per line in."""
+
+import contextlib
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from attnmt.cli.common import TOOLS_CONFIG_PATH, user_errors
+from attnmt.data.corpus import decode_lines, read_lines
+from attnmt.runtime import pick_device, set_threads
+from attnmt.translate import (
+    SearchConfig,
+    load_model,
+    plot_attention,
+    save_attention,
+    translate_lines,
+    write_translations,
+)
+
+
+@hydra.main(config_path=TOOLS_CONFIG_PATH, config_name="translate", version_base="1.3")
+@user_errors
+def main(cfg: DictConfig) -> None:
+    set_threads(cfg.threads)
+    device = pick_device(cfg.device, "device")
+    loaded = load_model(Path(cfg.ckpt), device)
+    search = SearchConfig(
+        cfg.beam_size, cfg.n_best, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
+    )
+    keep_attention = bool(cfg.attention or cfg.plot)
+
+    def translate(lines: list[str]) -> list:
+        return translate_lines(loaded, lines, search, device, cfg.max_input_length, keep_attention)
+
+    with contextlib.ExitStack() as stack:
+        out = (
+            stack.enter_context(open(cfg.output, "w", encoding="utf-8"))
+            if cfg.output
+            else sys.stdout
+        )
+        if cfg.input is None and sys.stdin.isatty():  # interactive: a line in, a line out
+            print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
+            for line in sys.stdin:
+                write_translations(translate([line.rstrip("\n")]), out, cfg.n_best)
+                out.flush()
+            return
+        source = (
+            read_lines(Path(cfg.input)) if cfg.input else decode_lines(sys.stdin.buffer, "<stdin>")
+        )
+        results = translate(list(source))
+        write_translations(results, out, cfg.n_best)
+    if cfg.attention:
+        save_attention(results, loaded, Path(cfg.attention))
+    if cfg.plot:
+        plot_attention(results, loaded, Path(cfg.plot))
+
+
+if __name__ == "__main__":
+    main()
