@@ -63,6 +63,34 @@ def greedy(
     ]
 
 
+def _finish(
+    finished: list[list[Hypothesis]],
+    final: Tensor,
+    active: Tensor,
+    tokens: Tensor,
+    origin: Tensor,
+    words: Tensor,
+    top_scores: Tensor,
+    steps: Tensor | None,
+    alpha: float,
+) -> None:
+    """Add the candidates marked in `final` (n, 2K) to their sentences' finished lists."""
+    i, j = final.nonzero(as_tuple=True)
+    if not len(i):
+        return
+    # One transfer per tensor, then plain Python over the (few) finished candidates.
+    histories = tokens[i, origin[i, j]].tolist()
+    ends_in_eos = (words[i, j] == EOS_ID).tolist()
+    last_words, scores = words[i, j].tolist(), top_scores[i, j].tolist()
+    sentences = active[i].tolist()
+    for m, ids in enumerate(histories):
+        if not ends_in_eos[m]:
+            ids.append(last_words[m])
+        kept = steps[i[m], j[m]] if steps is not None else None
+        penalty = length_penalty(len(ids) + 1, alpha)
+        finished[sentences[m]].append(Hypothesis(ids, scores[m] / penalty, kept))
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's length penalty ((5 + length) / 6)^alpha; scores are divided by it."""
     return ((5 + length) / 6) ** alpha
@@ -101,24 +129,30 @@ def beam_search(
     rank = torch.arange(2 * k, device=device)
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, state)
-        n, vocab = active.numel(), logits.size(-1)
-        candidates = scores.unsqueeze(-1) + logits.log_softmax(-1).view(n, k, vocab)
-        top_scores, top_ids = candidates.view(n, k * vocab).topk(2 * k, dim=-1)  # (n, 2K)
-        origin, words = top_ids // vocab, top_ids % vocab
+        n = active.numel()
+        # The best 2K of the K x V extensions are among each beam's own best 2K words, so
+        # rank 2K per beam (log P = logit - logsumexp), then 2K of those K x 2K.
+        beam_logits, beam_words = logits.topk(2 * k, dim=-1)  # (nK, 2K)
+        log_probs = beam_logits - logits.logsumexp(-1, keepdim=True)
+        candidates = (scores.view(n * k, 1) + log_probs).view(n, 2 * k * k)
+        top_scores, top_ids = candidates.topk(2 * k, dim=-1)  # (n, 2K)
+        origin, words = top_ids // (2 * k), beam_words.view(n, 2 * k * k).gather(1, top_ids)
         at_limit = limits[active] <= t + 1  # (n,)
         ends = (words == EOS_ID) | at_limit.unsqueeze(1)
         rows = torch.arange(n, device=device).unsqueeze(1) * k + origin  # (n, 2K) flat rows
         if keep_attention:
             steps = torch.cat([attention.flatten(0, 1)[rows], weights[rows].unsqueeze(2)], 2)
-        for i, j in (ends & (rank < k)).nonzero().tolist():
-            ids = tokens[i, origin[i, j]].tolist()
-            if words[i, j] != EOS_ID:
-                ids.append(int(words[i, j]))
-            penalty = length_penalty(len(ids) + 1, alpha)
-            kept = steps[i, j] if keep_attention else None
-            finished[int(active[i])].append(
-                Hypothesis(ids, float(top_scores[i, j]) / penalty, kept)
-            )
+        _finish(
+            finished,
+            ends & (rank < k),
+            active,
+            tokens,
+            origin,
+            words,
+            top_scores,
+            steps if keep_attention else None,
+            alpha,
+        )
         carry = (ends.long() * 2 * k + rank).argsort(-1)[:, :k]  # first K that do not end
         scores = top_scores.gather(1, carry).masked_fill(ends.gather(1, carry), float("-inf"))
         chosen_rows = rows.gather(1, carry)  # (n, K)
@@ -133,13 +167,11 @@ def beam_search(
         if done.all():
             break
         going = (~done).nonzero().squeeze(1)
-        active, scores, tokens, attention = (
-            active[going],
-            scores[going],
-            tokens[going],
-            attention[going],
-        )
-        chosen_rows = chosen_rows[going]
-        state = state.select(chosen_rows.flatten())
+        if len(going) < n:  # sentences left: their rows leave the batch
+            active, scores, tokens = active[going], scores[going], tokens[going]
+            attention, chosen_rows = attention[going], chosen_rows[going]
+            state = state.select(chosen_rows.flatten())
+        else:  # hypotheses only moved between the beams of each sentence
+            state = state.select(chosen_rows.flatten(), same_sources=True)
         previous = tokens[:, :, -1].flatten()
     return [sorted(h, key=lambda h: -h.score)[:k] for h in finished]

@@ -17,7 +17,6 @@ from attnmt.data.dataset import pad
 from attnmt.data.tokenizer import EOS_ID, load_sentencepiece
 from attnmt.errors import CheckpointError
 from attnmt.model.seq2seq import Seq2Seq, build_model
-from attnmt.plot import attention_heatmap
 from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.train.checkpoint import load_checkpoint
 
@@ -126,7 +125,13 @@ class Translation:
     truncated: bool = False
 
     def target_pieces(self, sp: SentencePieceProcessor) -> list[str]:
-        return [sp.id_to_piece(i) for i in self.hypotheses[0].ids] if self.hypotheses else []
+        """The best hypothesis's pieces, one per attention row (EOS included when it ended so)."""
+        if not self.hypotheses:
+            return []
+        best = self.hypotheses[0]
+        pieces = [sp.id_to_piece(i) for i in best.ids]
+        ended = best.attention is None or best.attention.shape[0] > len(best.ids)
+        return pieces + ["</s>"] if ended else pieces
 
 
 def translate_lines(
@@ -180,17 +185,19 @@ def save_attention(results: Sequence[Translation], loaded: LoadedModel, path: Pa
             continue
         arrays[f"attention_{i}"] = result.hypotheses[0].attention.numpy()
         arrays[f"source_{i}"] = np.array(result.source_pieces)
-        arrays[f"target_{i}"] = np.array(result.target_pieces(loaded.target_sp) + ["</s>"])
+        arrays[f"target_{i}"] = np.array(result.target_pieces(loaded.target_sp))
     np.savez_compressed(path, **arrays)
 
 
 def plot_attention(results: Sequence[Translation], loaded: LoadedModel, folder: Path) -> None:
     """One heatmap PNG per translated sentence: folder/attention_{i}.png."""
+    from attnmt.plot import attention_heatmap  # matplotlib adds 0.2 s to every start otherwise
+
     folder.mkdir(parents=True, exist_ok=True)
     for i, result in enumerate(results):
         if result.hypotheses:
             weights = result.hypotheses[0].attention.numpy()
-            target = result.target_pieces(loaded.target_sp) + ["</s>"]
+            target = result.target_pieces(loaded.target_sp)
             attention_heatmap(
                 weights[: len(target)],
                 result.source_pieces,

@@ -93,3 +93,16 @@ def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
         "trainer.validate_every=1000",
         "trainer.checkpoint_every=1000",
     ]
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, tiny_corpus) -> Path:
+    """A run directory whose best.pt learned the tiny corpus a little (a few seconds)."""
+    from attnmt.train.trainer import Trainer
+
+    root = tmp_path_factory.mktemp("trained")
+    overrides = [*tiny_train_overrides(tiny_corpus, root / "data"), "trainer.max_steps=60"]
+    run_dir = root / "run"
+    run_dir.mkdir()
+    Trainer(plain(compose_config("train", overrides)), run_dir).fit()
+    return run_dir

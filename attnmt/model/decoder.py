@@ -32,19 +32,22 @@ class DecoderState:
     mask: Tensor  # (B, S)
     feed: Tensor | None  # (B, H), Luong input feeding: the previous attentional vector
 
-    def select(self, index: Tensor) -> DecoderState:
-        """The states of batch rows `index` (B'), in that order: reorders, grows or shrinks."""
+    def select(self, index: Tensor, same_sources: bool = False) -> DecoderState:
+        """The states of batch rows `index` (B'), in that order: reorders, grows or shrinks.
+
+        same_sources: row r and row index[r] attend over the same source (beam search moving
+        hypotheses between the beams of one sentence), so the keys need no copy.
+        """
 
         def rows(x: Tensor | None, dim: int = 0) -> Tensor | None:
             return None if x is None else x.index_select(dim, index)
 
+        if same_sources:
+            keys, prepared_keys, mask = self.keys, self.prepared_keys, self.mask
+        else:
+            keys, prepared_keys, mask = rows(self.keys), rows(self.prepared_keys), rows(self.mask)
         return DecoderState(
-            rows(self.hidden, 1),
-            rows(self.cell, 1),
-            rows(self.keys),
-            rows(self.prepared_keys),
-            rows(self.mask),
-            rows(self.feed),
+            rows(self.hidden, 1), rows(self.cell, 1), keys, prepared_keys, mask, rows(self.feed)
         )
 
 

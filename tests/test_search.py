@@ -1,0 +1,49 @@
+"""Greedy and beam search agree where they must; n-best lists are ordered."""
+
+import pytest
+import torch
+
+from attnmt.search import beam_search, greedy, max_lengths
+from tests.model.test_seq2seq import batch, tiny_model
+
+
+def _model_and_source(seed):
+    model = tiny_model("decoder.dropout=0.0").eval()
+    torch.manual_seed(seed)
+    with torch.no_grad():  # sharpen the random model so outputs vary in length
+        for p in model.parameters():
+            p.mul_(3)
+    source, lengths, _ = batch()
+    return model, source, lengths
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_size_one_is_exactly_greedy(seed):
+    model, source, lengths = _model_and_source(seed)
+    limits = max_lengths(lengths, 2.0, 3)
+    greedy_ids = [h.ids for h in greedy(model, source, lengths, limits, keep_attention=False)]
+    beam = beam_search(model, source, lengths, limits, 1, alpha=1.0, keep_attention=False)
+    assert [h[0].ids for h in beam] == greedy_ids
+
+
+def test_nbest_lists_are_ordered_by_score_and_attention_fits():
+    model, source, lengths = _model_and_source(0)
+    limits = max_lengths(lengths, 2.0, 3)
+    found = beam_search(model, source, lengths, limits, 4, alpha=0.6, keep_attention=True)
+    for hypotheses, limit in zip(found, limits.tolist(), strict=True):
+        scores = [h.score for h in hypotheses]
+        assert len(hypotheses) == 4 and scores == sorted(scores, reverse=True)
+        for h in hypotheses:
+            assert len(h.ids) <= limit
+            steps = h.attention.shape[0]
+            assert steps in (len(h.ids), len(h.ids) + 1)  # + the EOS step when it ended so
+            assert torch.allclose(h.attention.sum(-1), torch.ones(steps), atol=1e-5)
+
+
+def test_beam_finds_a_sequence_at_least_as_likely_as_greedy_without_penalty():
+    model, source, lengths = _model_and_source(1)
+    limits = max_lengths(lengths, 2.0, 3)
+    greedy_scores = [h.score for h in greedy(model, source, lengths, limits, False)]
+    beam = beam_search(model, source, lengths, limits, 5, alpha=0.0, keep_attention=False)
+    for hypotheses, greedy_score in zip(beam, greedy_scores, strict=True):
+        assert hypotheses[0].score >= greedy_score - 1e-5

@@ -1,0 +1,70 @@
+"""attnmt-translate as a user runs it: files and stdin, odd lines, n-best, attention output."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+
+def translate(run_dir, *overrides, stdin=b""):
+    command = [
+        sys.executable,
+        "-m",
+        "attnmt.cli.translate",
+        f"ckpt={run_dir / 'best.pt'}",
+        "device=cpu",
+        "threads=1",
+        *overrides,
+    ]
+    return subprocess.run(command, input=stdin, capture_output=True, cwd=run_dir)
+
+
+def test_lines_in_order_with_empty_and_overlong_lines(trained_run):
+    long_line = "我" * 300
+    text = f"我很好。\n\n你好！\n{long_line}\n".encode()
+    result = translate(trained_run, "beam_size=3", "max_input_length=50", stdin=text)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().split("\n")
+    assert len(lines) == 5 and lines[-1] == ""  # four outputs, one per input line
+    assert lines[1] == "" and lines[0] and lines[2]
+    assert b"line 4" in result.stderr and b"truncated" in result.stderr
+
+
+def test_invalid_utf8_names_the_line(trained_run, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_bytes("好\n".encode() + b"\xff\xfe\n")
+    result = translate(trained_run, f"input={source}")
+    assert result.returncode == 2
+    assert f"{source}:2: invalid UTF-8".encode() in result.stderr
+
+
+def test_nbest_rows_and_attention_file_and_heatmaps(trained_run, tmp_path):
+    npz, plots, out = tmp_path / "att.npz", tmp_path / "plots", tmp_path / "out.txt"
+    result = translate(
+        trained_run,
+        "beam_size=4",
+        "n_best=3",
+        f"attention={npz}",
+        f"plot={plots}",
+        f"output={out}",
+        stdin="我很好。\n你好！\n".encode(),
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(" ||| ") for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "0", "1", "1", "1"]
+    scores = [float(r[2]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+    saved = np.load(npz)
+    weights, source, target = saved["attention_0"], saved["source_0"], saved["target_0"]
+    assert weights.shape == (len(target), len(source))
+    assert np.allclose(weights.sum(1), 1, atol=1e-5)
+    assert (plots / "attention_0.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_file_input_gives_one_line_per_line(trained_run, tmp_path, beam):
+    source = tmp_path / "in.txt"
+    source.write_text("我很好。\n你好！\n走开！\n", encoding="utf-8")
+    result = translate(trained_run, f"input={source}", f"beam_size={beam}")
+    assert result.returncode == 0 and len(result.stdout.decode().splitlines()) == 3
