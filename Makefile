@@ -8,8 +8,10 @@ BIN := $(VENV)/bin
 CORPUS ?= ../shared/data/tatoeba-cmn-eng/cmn.txt
 DATA_ARGS := data.raw_path=$(CORPUS)
 ARGS ?=
+# The checkpoint make evaluate scores: the best of the newest run under outputs/.
+CKPT ?= $(lastword $(sort $(wildcard outputs/*/*/best.pt)))
 
-.PHONY: install data train evaluate test lint format bench clean
+.PHONY: install data train evaluate compare test lint format bench clean
 
 install: $(VENV)/.installed
 
@@ -31,7 +33,11 @@ train: install
 	$(BIN)/attnmt-train $(DATA_ARGS) $(ARGS)
 
 evaluate: install
-	$(BIN)/attnmt-evaluate $(DATA_ARGS) $(ARGS)
+	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }
+	$(BIN)/attnmt-evaluate ckpt=$(CKPT) sets=[dev,test] $(ARGS)
+
+compare: install
+	$(BIN)/python scripts/compare.py $(DATA_ARGS) $(ARGS)
 
 test: install
 	$(BIN)/pytest -q $(ARGS)

@@ -92,6 +92,7 @@ class LoadedModel:
     target_sp: SentencePieceProcessor
     src_lang: str
     tgt_lang: str
+    dataset_folder: Path  # the processed folder it was trained on (holds its tokenizers)
 
 
 def load_model(path: Path, device: torch.device) -> LoadedModel:
@@ -112,7 +113,10 @@ def load_model(path: Path, device: torch.device) -> LoadedModel:
     source_sp, target_sp = tokenizers[src_lang], tokenizers[tgt_lang]
     model = build_model(config, source_sp.get_piece_size(), target_sp.get_piece_size())
     model.load_state_dict(saved["model"])
-    return LoadedModel(model.to(device).eval(), config, source_sp, target_sp, src_lang, tgt_lang)
+    folder = Path(saved["tokenizers"][src_lang]["path"]).parent
+    return LoadedModel(
+        model.to(device).eval(), config, source_sp, target_sp, src_lang, tgt_lang, folder
+    )
 
 
 @dataclass

@@ -1,0 +1,48 @@
+"""attnmt-evaluate ckpt=PATH: BLEU and chrF of a trained model on test sets, with a JSON report."""
+
+import json
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from attnmt.cli.common import TOOLS_CONFIG_PATH, user_errors
+from attnmt.errors import ConfigError
+from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
+from attnmt.runtime import pick_device, set_threads
+from attnmt.translate import SearchConfig, load_model
+
+
+@hydra.main(config_path=TOOLS_CONFIG_PATH, config_name="evaluate", version_base="1.3")
+@user_errors
+def main(cfg: DictConfig) -> None:
+    set_threads(cfg.threads)
+    device = pick_device(cfg.device, "device")
+    checkpoint = Path(cfg.ckpt)
+    loaded = load_model(checkpoint, device)
+    sets = processed_sets(loaded, list(cfg.sets or []))
+    if bool(cfg.source) != bool(cfg.reference):
+        raise ConfigError("source=FILE and reference=FILE go together")
+    if cfg.source:
+        sets.append(TestSet(Path(cfg.source).stem, Path(cfg.source), Path(cfg.reference)))
+    search = SearchConfig(
+        cfg.beam_size, 1, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
+    )
+    output_dir = Path(cfg.output_dir) if cfg.output_dir else checkpoint.parent / "eval"
+    entries = evaluate_sets(loaded, sets, search, device, cfg.max_input_length, output_dir)
+    report = Path(cfg.report) if cfg.report else output_dir / "report.json"
+    report.write_text(
+        json.dumps({"checkpoint": str(checkpoint), "sets": entries}, indent=2, ensure_ascii=False)
+        + "\n",
+        encoding="utf-8",
+    )
+    for entry in entries:
+        print(
+            f"{entry['name']}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
+            f"{entry['signature']}"
+        )
+    print(f"report: {report}")
+
+
+if __name__ == "__main__":
+    main()
