@@ -28,7 +28,7 @@ from attnmt.data.prepare import DataConfig, prepare_dataset, spm_model_name
 from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
 from attnmt.errors import AttnmtError, CheckpointError
 from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
-from attnmt.plot import learning_curve
+from attnmt.plot import attention_heatmap, learning_curve
 from attnmt.runtime import pick_device, set_threads
 from attnmt.train import checkpoint as ckpt
 from attnmt.train.schedule import Schedule, build_optimizer
@@ -150,6 +150,7 @@ class Trainer:
         self.tokenizers = {
             lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
         }
+        self.source_sp = load_sentencepiece(self.tokenizers[src])
         self.target_sp = load_sentencepiece(self.tokenizers[tgt])
         vocab = manifest["vocab"]
         self.model: Seq2Seq = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(
@@ -353,7 +354,23 @@ class Trainer:
             log.info("  src: %s\n  hyp: %s\n  ref: %s", source, hypothesis, reference)
         self._save(*(["last.pt", "best.pt"] if improved else ["last.pt"]))
         learning_curve(self.metrics_path, self.run_dir / "learning_curve.png")
+        self._plot_attention(result)
         return result
+
+    def _plot_attention(self, result: Validation) -> None:
+        """Heatmaps of the sample dev sentences: attention/step{N}_{i}.png."""
+        folder = self.run_dir / "attention"
+        folder.mkdir(exist_ok=True)
+        for i, (ids, hypothesis) in enumerate(
+            zip(result.sample_sources, result.sample_hypotheses, strict=True)
+        ):
+            source = [self.source_sp.id_to_piece(int(t)) for t in ids] + ["</s>"]
+            target = [self.target_sp.id_to_piece(t) for t in hypothesis.ids]
+            target += ["</s>"] * (hypothesis.attention.shape[0] - len(target))
+            path = folder / f"step{self.progress.step:06d}_{i}.png"
+            attention_heatmap(
+                hypothesis.attention.numpy(), source, target, path, result.samples[i][0]
+            )
 
     # ------------------------------------------------------------ the loop
 

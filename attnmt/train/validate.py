@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from sentencepiece import SentencePieceProcessor
@@ -15,6 +16,7 @@ from attnmt.data.dataset import ParallelData
 from attnmt.data.tokenizer import PAD_ID
 from attnmt.evaluate import score
 from attnmt.model.seq2seq import Seq2Seq
+from attnmt.search import Hypothesis
 from attnmt.translate import SearchConfig, translate_ids
 
 
@@ -27,6 +29,8 @@ class Validation:
     bleu: float
     chrf: float
     samples: list[tuple[str, str, str]] = field(default_factory=list)  # source, output, reference
+    sample_sources: list[np.ndarray] = field(default_factory=list)  # the samples' source ids
+    sample_hypotheses: list[Hypothesis] = field(default_factory=list)  # with attention
 
     def record(self) -> dict[str, Any]:
         return {
@@ -77,8 +81,15 @@ def validate(
     references = (folder / f"{split}.{tgt_lang}").read_text(encoding="utf-8").splitlines()
     scores = score(hypotheses, references, tgt_lang)
     source_lines = (folder / f"{split}.{src_lang}").read_text(encoding="utf-8").splitlines()
-    samples = [
-        (source_lines[i], hypotheses[i], references[i])
-        for i in range(min(cfg.samples, len(references)))
-    ]
-    return Validation(loss, math.exp(min(loss, 50)), scores.bleu, scores.chrf, samples)
+    count = min(cfg.samples, len(references))
+    samples = [(source_lines[i], hypotheses[i], references[i]) for i in range(count)]
+    with_attention = translate_ids(model, sources[:count], search, device, keep_attention=True)
+    return Validation(
+        loss,
+        math.exp(min(loss, 50)),
+        scores.bleu,
+        scores.chrf,
+        samples,
+        sources[:count],
+        [h[0] for h in with_attention],
+    )

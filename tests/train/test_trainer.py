@@ -182,3 +182,8 @@ def test_resume_with_another_architecture_names_the_keys(tiny_corpus, tmp_path):
     make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_steps=1").fit()
     with pytest.raises(CheckpointError, match=r"decoder.hidden_size: 128 in the checkpoint, 96"):
         make_trainer(tiny_corpus, tmp_path, "run", "trainer.resume=auto", "decoder.hidden_size=96")
+
+
+def test_validation_draws_attention_heatmaps(trained_run):
+    pictures = sorted((trained_run / "attention").glob("step*_*.png"))
+    assert pictures and all(p.stat().st_size > 0 for p in pictures)
