@@ -92,6 +92,8 @@ def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
         "trainer.log_every=1",
         "trainer.validate_every=1000",
         "trainer.checkpoint_every=1000",
+        "trainer.patience=null",
+        "trainer.max_time=null",
     ]
 
 

@@ -69,13 +69,16 @@ class Batch:
     def target_tokens(self) -> int:
         return int((self.target != PAD_ID).sum())
 
-    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
-        move = {"device": device, "non_blocking": non_blocking}
+    def to(self, device: torch.device) -> Batch:
+        """The batch on `device`; to CUDA through pinned memory, without blocking the host."""
+
+        def move(x: Tensor) -> Tensor:
+            if device.type != "cuda":
+                return x.to(device)
+            return x.pin_memory().to(device, non_blocking=True)
+
         return replace(
-            self,
-            source=self.source.to(**move),
-            previous=self.previous.to(**move),
-            target=self.target.to(**move),
+            self, source=move(self.source), previous=move(self.previous), target=move(self.target)
         )
 
 
@@ -122,6 +125,10 @@ class ParallelData:
             target=pad(targets, None, EOS_ID),
             indices=indices,
         )
+
+    def target_tokens(self, batches: Sequence[np.ndarray]) -> int:
+        """The target tokens (EOS included) of the pairs in `batches`."""
+        return int(sum((self.target.lengths[b] + 1).sum() for b in batches))
 
     def token_batches(self, batch_tokens: int, seed: int, epoch: int) -> list[np.ndarray]:
         """The pairs of one epoch grouped into batches of similar lengths, in a shuffled order.

@@ -76,7 +76,8 @@ def parameter_summary(model: nn.Module) -> str:
             params = [p for p in part.parameters() if id(p) not in seen]
             seen.update(id(p) for p in params)
             label = part_name if name != "decoder" else f"decoder.{part_name}"
-            rows.append((label, sum(p.numel() for p in params)))
+            if params:
+                rows.append((label, sum(p.numel() for p in params)))
     rows.append(("total", sum(n for _, n in rows)))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {count:>11,}" for label, count in rows)

@@ -6,19 +6,22 @@ learning_curve.png (the CLI adds config.yaml and Hydra's own files).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import random
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from attnmt.config import to_dataclass
@@ -29,9 +32,11 @@ from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
 from attnmt.errors import AttnmtError, CheckpointError
 from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
 from attnmt.plot import attention_heatmap, learning_curve
-from attnmt.runtime import pick_device, set_threads
+from attnmt.runtime import set_threads
 from attnmt.train import checkpoint as ckpt
+from attnmt.train import distributed
 from attnmt.train.schedule import Schedule, build_optimizer
+from attnmt.train.state import RESUMABLE_CHANGES, Progress, Summary, TrainerConfig
 from attnmt.train.validate import Validation, validate
 
 log = logging.getLogger(__name__)
@@ -41,95 +46,31 @@ class TrainingError(AttnmtError):
     """Training cannot go on (e.g. the loss stays NaN)."""
 
 
-@dataclass(frozen=True)
-class TrainerConfig:
-    """The `trainer` config group; configs/trainer/default.yaml documents each key."""
-
-    device: str = "auto"
-    threads: int | None = None
-    amp: bool = True
-    seed: int = 1234
-    deterministic: bool = False
-    batch_tokens: int = 4096
-    accumulate: int = 1
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    schedule: str = "plateau"
-    warmup_steps: int = 0
-    min_lr: float = 1e-5
-    plateau_patience: int = 2
-    plateau_factor: float = 0.5
-    clip_grad_norm: float | None = 1.0
-    label_smoothing: float = 0.1
-    max_steps: int | None = None
-    max_epochs: int | None = None
-    max_time: float | None = None
-    log_every: int = 20
-    validate_every: int = 500
-    checkpoint_every: int = 500
-    val_beam_size: int = 1
-    val_max_length_a: float = 1.5
-    val_max_length_b: int = 10
-    samples: int = 3
-    patience: int | None = None
-    max_bad_steps: int = 10
-    resume: str | None = None
-
-
-# Trainer keys that change how a resumed run goes on but not what the model is.
-RESUMABLE_CHANGES = (
-    "max_steps",
-    "max_epochs",
-    "max_time",
-    "lr",
-    "schedule",
-    "warmup_steps",
-    "min_lr",
-    "plateau_patience",
-    "plateau_factor",
-    "patience",
-    "validate_every",
-    "checkpoint_every",
-    "log_every",
-    "device",
-    "threads",
-    "resume",
-)
-
-
-@dataclass
-class Progress:
-    """Where a run stands; saved in every checkpoint so that resume continues exactly."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0  # batches of the current epoch already used
-    elapsed: float = 0.0  # seconds of training, over all runs
-    best_bleu: float = -1.0
-    best_step: int = 0
-    validations_without_improvement: int = 0
-    bad_steps_in_a_row: int = 0
-    skipped_steps: int = 0
-
-
-@dataclass
-class Summary:
-    """What a run ends with."""
-
-    best_bleu: float
-    best_checkpoint: Path | None
-    steps: int
-    epochs: int
-    stopped_because: str
-    history: list[dict[str, Any]] = field(default_factory=list)
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+class TokenLoss(nn.Module):
+    """Summed cross-entropy over a batch's real target tokens (padding never scored).
+
+    A module of its own so that DistributedDataParallel sees the whole computation.
+    """
+
+    def __init__(self, model: Seq2Seq, label_smoothing: float) -> None:
+        super().__init__()
+        self.model, self.label_smoothing = model, label_smoothing
+
+    def forward(
+        self, source: Tensor, source_lengths: Tensor, previous: Tensor, target: Tensor
+    ) -> Tensor:
+        features, _ = self.model(source, source_lengths, previous)
+        real = target != PAD_ID
+        logits = self.model.logits(features[real])  # (N, V): real positions only
+        return F.cross_entropy(
+            logits.float(), target[real], label_smoothing=self.label_smoothing, reduction="sum"
+        )
 
 
 class Trainer:
@@ -139,11 +80,15 @@ class Trainer:
         self.config, self.run_dir = config, run_dir
         self.cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
         self.data_cfg = to_dataclass(DataConfig, config["data"], "data")
-        self.device = pick_device(self.cfg.device, "trainer.device")
+        self.ranks, self.device = distributed.start(self.cfg.device)
         set_threads(self.cfg.threads)
         torch.use_deterministic_algorithms(self.cfg.deterministic)
         seed_everything(self.cfg.seed)
+        if not self.ranks.main:  # rank 0 builds the dataset; the others then find it ready
+            distributed.barrier()
         self.folder, manifest, _ = prepare_dataset(self.data_cfg)
+        if self.ranks.main:
+            distributed.barrier()
         src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
         self.train_data = ParallelData(self.folder, "train", src, tgt)
         self.dev_data = ParallelData(self.folder, "dev", src, tgt)
@@ -157,6 +102,10 @@ class Trainer:
             self.device
         )
         log.info("model parameters:\n%s", parameter_summary(self.model))
+        self.objective: nn.Module = TokenLoss(self.model, self.cfg.label_smoothing)
+        if self.ranks.world > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.objective = DistributedDataParallel(self.objective, device_ids=ids)
         self.optimizer = build_optimizer(
             self.model.parameters(),
             self.cfg.optimizer,
@@ -234,7 +183,8 @@ class Trainer:
         self.scaler.load_state_dict(saved["scaler"])
         self.progress = Progress(**saved["progress"])
         ckpt.set_rng_state(saved["rng"])
-        self._truncate_metrics(self.progress.step)
+        if self.ranks.main:
+            self._truncate_metrics(self.progress.step)
         log.info(
             "resumed from %s at step %d (epoch %d)", path, self.progress.step, self.progress.epoch
         )
@@ -249,40 +199,42 @@ class Trainer:
 
     # ------------------------------------------------------------ steps
 
-    def _loss_sum(self, batch: Batch, label_smoothing: float) -> torch.Tensor:
-        """Summed cross-entropy over the batch's real target tokens (padding never scored)."""
-        with torch.autocast(
-            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
-        ):
-            features, _ = self.model(batch.source, batch.source_lengths, batch.previous)
-            real = batch.target != PAD_ID
-            logits = self.model.logits(features[real])  # (N, V): real positions only
-        return F.cross_entropy(
-            logits.float(), batch.target[real], label_smoothing=label_smoothing, reduction="sum"
-        )
-
-    def _train_step(self, batches: list[Batch]) -> tuple[float, int]:
-        """One optimiser step over `batches` (gradient accumulation); returns loss and tokens."""
-        tokens = sum(b.target_tokens for b in batches)
+    def _train_step(self, batches: list[Batch], tokens: int) -> float:
+        """One optimiser step over this rank's `batches` (gradient accumulation); `tokens` is
+        the target tokens of the whole step over all ranks. Returns the loss per token."""
         self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for batch in batches:
-            loss = self._loss_sum(
-                batch.to(self.device, non_blocking=True), self.cfg.label_smoothing
-            )
-            self.scaler.scale(loss / tokens).backward()
-            total += loss.item()
+        # DDP averages gradients over ranks: scaling by world / tokens makes the update the
+        # gradient of the step's summed loss / tokens, whatever the number of ranks.
+        scale, local = self.ranks.world / tokens, 0.0
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            no_sync = getattr(self.objective, "no_sync", contextlib.nullcontext)
+            with (
+                contextlib.nullcontext() if last else no_sync(),
+                torch.autocast(
+                    self.device.type,
+                    dtype=self.autocast_dtype,
+                    enabled=self.autocast_dtype is not None,
+                ),
+            ):
+                batch = batch.to(self.device)
+                loss = self.objective(
+                    batch.source, batch.source_lengths, batch.previous, batch.target
+                )
+            self.scaler.scale(loss * scale).backward()
+            local += loss.item()
+        total = distributed.total(local, self.device)
         if not math.isfinite(total):
             self.optimizer.zero_grad(set_to_none=True)
             self._count_bad_step(total)
-            return total / tokens, tokens
+            return total / tokens
         self.progress.bad_steps_in_a_row = 0
         if self.cfg.clip_grad_norm:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return total / tokens, tokens
+        return total / tokens
 
     def _count_bad_step(self, loss: float) -> None:
         self.progress.skipped_steps += 1
@@ -298,6 +250,8 @@ class Trainer:
     # ------------------------------------------------------------ records
 
     def _record(self, record: dict[str, Any]) -> None:
+        if not self.ranks.main:
+            return
         with open(self.metrics_path, "a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
 
@@ -315,31 +269,43 @@ class Trainer:
         }
 
     def _save(self, *names: str) -> None:
+        if not self.ranks.main:
+            return
         payload = self._payload()
         for name in names:
             ckpt.save_checkpoint(payload, self.run_dir / name)
 
-    def _validate(self) -> Validation:
-        d = self.data_cfg
-        result = validate(
-            self.model,
-            self.dev_data,
-            self.folder,
-            "dev",
-            d.src_lang,
-            d.tgt_lang,
-            self.target_sp,
-            self.cfg,
-            self.device,
-        )
-        self.model.train()
+    def _validate(self) -> None:
+        """Rank 0 validates; every rank learns the dev BLEU (for the schedule and stopping)."""
+        result = None
+        if self.ranks.main:
+            d = self.data_cfg
+            result = validate(
+                self.model,
+                self.dev_data,
+                self.folder,
+                "dev",
+                d.src_lang,
+                d.tgt_lang,
+                self.target_sp,
+                self.cfg,
+                self.device,
+            )
+            self.model.train()
+        bleu = distributed.from_main(result.bleu if result else 0.0, self.device)
         p = self.progress
-        improved = result.bleu > p.best_bleu
+        improved = bleu > p.best_bleu
         if improved:
-            p.best_bleu, p.best_step, p.validations_without_improvement = result.bleu, p.step, 0
+            p.best_bleu, p.best_step, p.validations_without_improvement = bleu, p.step, 0
         else:
             p.validations_without_improvement += 1
-        self.schedule.observe(result.bleu)
+        self.schedule.observe(bleu)
+        if result is not None:
+            self._report(result, improved)
+
+    def _report(self, result: Validation, improved: bool) -> None:
+        """Rank 0's records of a validation: metrics, log, checkpoints, pictures."""
+        p = self.progress
         self._record({"kind": "validation", "step": p.step, "epoch": p.epoch, **result.record()})
         log.info(
             "step %d: dev loss %.3f ppl %.2f BLEU %.2f chrF %.2f%s",
@@ -355,7 +321,6 @@ class Trainer:
         self._save(*(["last.pt", "best.pt"] if improved else ["last.pt"]))
         learning_curve(self.metrics_path, self.run_dir / "learning_curve.png")
         self._plot_attention(result)
-        return result
 
     def _plot_attention(self, result: Validation) -> None:
         """Heatmaps of the sample dev sentences: attention/step{N}_{i}.png."""
@@ -375,6 +340,13 @@ class Trainer:
     # ------------------------------------------------------------ the loop
 
     def _stop_reason(self, start: float) -> str | None:
+        """Why to stop now, or None; when any rank stops, all do."""
+        reason = self._local_stop_reason(start)
+        if self.ranks.world > 1 and distributed.total(float(reason is not None), self.device):
+            return reason or "another rank stopped"
+        return reason
+
+    def _local_stop_reason(self, start: float) -> str | None:
         p, c = self.progress, self.cfg
         if self.stop_signal:
             return self.stop_signal
@@ -399,6 +371,7 @@ class Trainer:
         finally:
             for number, handler in handlers.items():
                 signal.signal(number, handler)
+        distributed.stop()
         best = self.run_dir / "best.pt"
         summary = Summary(
             self.progress.best_bleu,
@@ -419,17 +392,28 @@ class Trainer:
     def _loop(self) -> str:
         start, p, c = time.monotonic(), self.progress, self.cfg
         self.model.train()
-        bar = tqdm(total=c.max_steps, initial=p.step, unit="step", dynamic_ncols=True, disable=None)
+        bar = tqdm(
+            total=self._expected_steps(),
+            initial=p.step,
+            unit="step",
+            mininterval=1.0,
+            disable=not self.ranks.main,
+        )
         window_tokens, window_seconds = 0, 0.0  # training time only, validation left out
         self.schedule.set_step(p.step)
         reason = self._stop_reason(start)
         while reason is None:
             order = self.train_data.token_batches(c.batch_tokens, c.seed, p.epoch)
+            per_step = c.accumulate * self.ranks.world
+            if self.ranks.world > 1:  # every rank needs its share: drop an uneven tail
+                order = order[: len(order) - len(order) % per_step]
             while p.batch_in_epoch < len(order) and reason is None:
                 step_start = time.monotonic()
-                group = order[p.batch_in_epoch : p.batch_in_epoch + c.accumulate]
-                batches = [self.train_data.batch(indices) for indices in group]
-                loss, tokens = self._train_step(batches)
+                group = order[p.batch_in_epoch : p.batch_in_epoch + per_step]
+                mine = group[self.ranks.rank * c.accumulate : (self.ranks.rank + 1) * c.accumulate]
+                batches = [self.train_data.batch(indices) for indices in mine]
+                tokens = self.train_data.target_tokens(group)
+                loss = self._train_step(batches, tokens)
                 window_seconds += time.monotonic() - step_start
                 p.step += 1
                 p.batch_in_epoch += len(group)
@@ -449,7 +433,12 @@ class Trainer:
                             "padding": self._padding(batches),
                         }
                     )
-                    bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{speed:,.0f}", lr=f"{lr:.2e}")
+                    bar.set_postfix(
+                        loss=f"{loss:.3f}",
+                        tok_s=f"{speed:,.0f}",
+                        lr=f"{lr:.2e}",
+                        **self._time_left(start),
+                    )
                     window_tokens, window_seconds = 0, 0.0
                 if p.step % c.validate_every == 0:
                     self._validate()
@@ -466,6 +455,23 @@ class Trainer:
         bar.close()
         self._save("last.pt")
         return reason
+
+    def _expected_steps(self) -> int | None:
+        """The step count the bar counts to (for its ETA): max_steps, or max_epochs' worth."""
+        c = self.cfg
+        if c.max_steps is not None:
+            return c.max_steps
+        if c.max_epochs is not None:
+            batches = len(self.train_data.token_batches(c.batch_tokens, c.seed, 0))
+            return c.max_epochs * math.ceil(batches / c.accumulate)
+        return None
+
+    def _time_left(self, start: float) -> dict[str, str]:
+        """The wall-clock budget left, for the bar, when trainer.max_time is set."""
+        if self.cfg.max_time is None:
+            return {}
+        left = self.cfg.max_time * 60 - self.progress.elapsed - (time.monotonic() - start)
+        return {"time_left": f"{max(left, 0) / 60:.1f}min"}
 
     @staticmethod
     def _padding(batches: list[Batch]) -> float:

@@ -1,0 +1,65 @@
+"""Every config option composes and becomes the object it describes."""
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from attnmt.config import to_dataclass
+from attnmt.data.prepare import DataConfig
+from attnmt.options import option_names
+from attnmt.train.state import TrainerConfig
+from tests.conftest import compose_config, plain, small_data_overrides
+
+MANDATORY = {"files": ["data.en_path=a.en", "data.zh_path=a.zh"], "splits": ["data.split_dir=d"]}
+
+
+@pytest.mark.parametrize("name", option_names("data"))
+def test_every_data_option_builds_a_data_config(name):
+    cfg = compose_config("train", [f"data={name}", *MANDATORY.get(name, [])])
+    data = to_dataclass(DataConfig, plain(cfg.data), "data")
+    assert data.source in ("tatoeba", "files", "splits")
+
+
+def test_trainer_defaults_build_a_trainer_config():
+    trainer = to_dataclass(TrainerConfig, plain(compose_config("train", []).trainer), "trainer")
+    assert trainer.batch_tokens == 4096 and trainer.max_time == 20
+
+
+@pytest.mark.parametrize("name", ["translate", "evaluate"])
+def test_tool_configs_compose_with_their_own_keys(name):
+    with initialize_config_module(config_module="attnmt.configs.tools", version_base="1.3"):
+        cfg = compose(config_name=name, overrides=["ckpt=x.pt"])
+    assert cfg.ckpt == "x.pt" and "encoder" not in cfg
+
+
+def test_prepare_cli_prints_the_summary_then_does_nothing(small_corpus, tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "attnmt.cli.prepare",
+        *small_data_overrides(small_corpus, tmp_path),
+    ]
+    first = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "dropped: duplicate" in first.stdout and "train pairs" in first.stdout
+    assert "built:" in first.stdout
+    second = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert "up to date:" in second.stdout
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path):
+    missing = tmp_path / "none.txt"
+    command = [
+        sys.executable,
+        "-m",
+        "attnmt.cli.prepare",
+        f"data.raw_path={missing}",
+        "data.url=http://127.0.0.1:9/x.zip",
+        f"data.processed_dir={tmp_path}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"error: {missing}: corpus file not found" in result.stderr
+    assert "Traceback" not in result.stderr
