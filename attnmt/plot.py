@@ -110,7 +110,8 @@ def attention_heatmap(
     figure, axis = plt.subplots(figsize=(max(4, 0.45 * width + 2), max(3, 0.4 * height + 1.5)))
     image = axis.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     style = {"fontfamily": font} if font else {}
-    axis.set_xticks(range(width), source_pieces, rotation=90, **style)
+    upright = max(map(len, source_pieces), default=0) <= 3  # Chinese pieces read best upright
+    axis.set_xticks(range(width), source_pieces, rotation=0 if upright else 90, **style)
     axis.set_yticks(range(height), target_pieces, **style)
     axis.set_xlabel("source")
     axis.set_ylabel("target")
