@@ -13,7 +13,7 @@ import torch
 from sentencepiece import SentencePieceProcessor
 
 from attnmt.data.corpus import normalize, sha256_of
-from attnmt.data.dataset import pad
+from attnmt.data.dataset import chunk_by_tokens, pad
 from attnmt.data.tokenizer import EOS_ID, load_sentencepiece
 from attnmt.errors import CheckpointError
 from attnmt.model.seq2seq import Seq2Seq, build_model
@@ -35,17 +35,6 @@ class SearchConfig:
     batch_tokens: int = 4096
 
 
-def length_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Indices grouped into batches of similar length, each within `batch_tokens`."""
-    order = np.argsort(lengths, kind="stable")
-    batches, start = [], 0
-    for end in range(1, len(order) + 1):
-        if end == len(order) or (end - start + 1) * lengths[order[end]] > batch_tokens:
-            batches.append(order[start:end])
-            start = end
-    return [b for b in batches if len(b)]
-
-
 @torch.no_grad()
 def translate_ids(
     model: Seq2Seq,
@@ -58,7 +47,8 @@ def translate_ids(
     model.eval()
     lengths = np.array([len(s) + 1 for s in sources])
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    for indices in length_batches(lengths, search.batch_tokens):
+    by_length = np.argsort(lengths, kind="stable")
+    for indices in chunk_by_tokens(by_length, lengths, search.batch_tokens):
         source = pad([sources[i] for i in indices], None, EOS_ID).to(device)
         source_lengths = torch.from_numpy(lengths[indices])
         limits = max_lengths(source_lengths, search.max_length_a, search.max_length_b)

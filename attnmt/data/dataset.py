@@ -97,6 +97,21 @@ def pad(sentences: Sequence[np.ndarray], before: int | None, after: int | None) 
     return out
 
 
+def chunk_by_tokens(order: np.ndarray, sizes: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Cut `order` (indices, usually sorted by length) into consecutive batches whose count x
+    largest size stays within `batch_tokens` (a longer single item is a batch of its own)."""
+    batches, start, longest = [], 0, 0
+    for position, index in enumerate(order):
+        longest_with = max(longest, sizes[index])
+        if position > start and longest_with * (position - start + 1) > batch_tokens:
+            batches.append(order[start:position])
+            start, longest_with = position, sizes[index]
+        longest = longest_with
+    if len(order):
+        batches.append(order[start:])
+    return batches
+
+
 class ParallelData:
     """The source and target ids of one split, and the batches they are read in."""
 
@@ -141,13 +156,6 @@ class ParallelData:
         src_len, tgt_len = self.source.lengths + 1, self.target.lengths + 1
         jitter = rng.random(len(self))  # shuffles pairs of equal lengths
         order = np.lexsort((jitter, src_len, tgt_len))
-        batches, start, longest = [], 0, 0
-        for position, index in enumerate(order):
-            longest_with = max(longest, src_len[index], tgt_len[index])
-            if position > start and longest_with * (position - start + 1) > batch_tokens:
-                batches.append(order[start:position])
-                start, longest_with = position, max(src_len[index], tgt_len[index])
-            longest = longest_with
-        batches.append(order[start:])
+        batches = chunk_by_tokens(order, np.maximum(src_len, tgt_len), batch_tokens)
         rng.shuffle(batches)
         return batches

@@ -1,0 +1,37 @@
+"""Token batches: within budget, every pair once per epoch, reproducible, little padding."""
+
+import numpy as np
+
+from attnmt.config import to_dataclass
+from attnmt.data.dataset import ParallelData, chunk_by_tokens
+from attnmt.data.prepare import DataConfig, prepare_dataset
+from attnmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from tests.conftest import compose_config, plain, small_data_overrides
+
+
+def test_chunks_respect_the_budget_and_keep_the_order():
+    sizes = np.array([3, 5, 7, 2, 9, 40])
+    order = np.argsort(sizes, kind="stable")
+    batches = chunk_by_tokens(order, sizes, batch_tokens=15)
+    assert np.concatenate(batches).tolist() == order.tolist()
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * sizes[batch].max() <= 15
+    assert batches[-1].tolist() == [5]  # longer than the budget: a batch of its own
+
+
+def test_epoch_batches_cover_every_pair_once_reproducibly(small_corpus, tmp_path):
+    cfg = plain(compose_config("prepare", small_data_overrides(small_corpus, tmp_path)).data)
+    folder, _, _ = prepare_dataset(to_dataclass(DataConfig, cfg, "data"))
+    data = ParallelData(folder, "train", "zh", "en")
+    first = data.token_batches(256, seed=3, epoch=0)
+    assert sorted(np.concatenate(first).tolist()) == list(range(len(data)))
+    again = data.token_batches(256, seed=3, epoch=0)
+    assert [b.tolist() for b in first] == [b.tolist() for b in again]
+    other = data.token_batches(256, seed=3, epoch=1)
+    assert [b.tolist() for b in first] != [b.tolist() for b in other]
+    batch = data.batch(first[0])
+    assert batch.source.numel() <= 256 or len(first[0]) == 1
+    assert (batch.previous[:, 0] == BOS_ID).all()
+    lengths = (batch.target != PAD_ID).sum(1)
+    assert (batch.target[range(len(lengths)), lengths - 1] == EOS_ID).all()
+    assert lengths.tolist() == sorted(lengths.tolist(), reverse=True)
