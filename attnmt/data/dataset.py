@@ -63,7 +63,6 @@ class Batch:
     source_lengths: Tensor  # (B,)
     previous: Tensor  # (B, T)
     target: Tensor  # (B, T), PAD at padding
-    indices: np.ndarray  # (B,) positions of the pairs in their split
 
     @property
     def target_tokens(self) -> int:
@@ -138,7 +137,6 @@ class ParallelData:
             source_lengths=torch.from_numpy(self.source.lengths[indices] + 1),
             previous=pad(targets, BOS_ID, None),
             target=pad(targets, None, EOS_ID),
-            indices=indices,
         )
 
     def target_tokens(self, batches: Sequence[np.ndarray]) -> int:

@@ -95,6 +95,11 @@ class Trainer:
         self.tokenizers = {
             lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
         }
+        # The models never change during a run: hash them once, for every checkpoint.
+        self.tokenizer_hashes = {
+            lang: {"path": str(p.resolve()), "sha256": sha256_of(p)}
+            for lang, p in self.tokenizers.items()
+        }
         self.source_sp = load_sentencepiece(self.tokenizers[src])
         self.target_sp = load_sentencepiece(self.tokenizers[tgt])
         vocab = manifest["vocab"]
@@ -137,12 +142,6 @@ class Trainer:
             return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
-    def _tokenizer_hashes(self) -> dict[str, dict[str, str]]:
-        return {
-            lang: {"path": str(p.resolve()), "sha256": sha256_of(p)}
-            for lang, p in self.tokenizers.items()
-        }
-
     def _resume(self) -> None:
         path = self.cfg.resume
         if path == "auto":
@@ -160,7 +159,7 @@ class Trainer:
                 f"{path}: the model's architecture comes from the checkpoint; "
                 f"these keys conflict: {'; '.join(differences)}"
             )
-        for lang, entry in self._tokenizer_hashes().items():
+        for lang, entry in self.tokenizer_hashes.items():
             if saved["tokenizers"][lang]["sha256"] != entry["sha256"]:
                 raise CheckpointError(
                     f"{path}: the {lang} SentencePiece model differs from "
@@ -265,7 +264,7 @@ class Trainer:
             "progress": asdict(self.progress),
             "rng": ckpt.rng_state(),
             "config": self.config,
-            "tokenizers": self._tokenizer_hashes(),
+            "tokenizers": self.tokenizer_hashes,
         }
 
     def _save(self, *names: str) -> None:
