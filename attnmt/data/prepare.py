@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sentencepiece import SentencePieceProcessor
+
 from attnmt.config import to_dict
 from attnmt.data import corpus
 from attnmt.data.dataset import write_ids
@@ -186,8 +188,10 @@ def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
 # ---------------------------------------------------------------- building
 
 
-def _train_tokenizers(cfg: DataConfig, splits: Splits, folder: Path) -> dict[str, Any]:
-    """Train the SentencePiece model(s) on the train split only; return the per-language files."""
+def _train_tokenizers(
+    cfg: DataConfig, splits: Splits, folder: Path
+) -> dict[str, SentencePieceProcessor]:
+    """Train the SentencePiece model(s) on the train split only; return them by language."""
     langs = (cfg.src_lang, cfg.tgt_lang)
     sizes = {
         cfg.src_lang: ("data.vocab.src_size", cfg.vocab.src_size),
@@ -215,21 +219,17 @@ def _train_tokenizers(cfg: DataConfig, splits: Splits, folder: Path) -> dict[str
                 cfg.vocab.coverage[lang],
                 key,
             )
-    vocab = {}
-    for lang in langs:
-        model = load_sentencepiece(folder / spm_model_name(cfg, lang))
-        vocab[lang] = {"model": spm_model_name(cfg, lang), "size": model.get_piece_size()}
-    return vocab
+    return {lang: load_sentencepiece(folder / spm_model_name(cfg, lang)) for lang in langs}
 
 
 def _encode_and_write(
-    cfg: DataConfig, splits: Splits, folder: Path, report: corpus.CleaningReport
+    cfg: DataConfig,
+    splits: Splits,
+    models: dict[str, SentencePieceProcessor],
+    folder: Path,
+    report: corpus.CleaningReport,
 ) -> dict[str, int]:
     """Tokenise each split, apply the length rules to train, write text and ids; return counts."""
-    models = {
-        lang: load_sentencepiece(folder / spm_model_name(cfg, lang))
-        for lang in (cfg.src_lang, cfg.tgt_lang)
-    }
     counts = {}
     for split, pairs in splits.items():
         ids = {lang: model.encode([p.side(lang) for p in pairs]) for lang, model in models.items()}
@@ -266,8 +266,12 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     """Write the whole processed dataset into `folder` (a fresh temporary folder)."""
     report = corpus.CleaningReport()
     splits = read_splits(cfg, paths, report)
-    vocab = _train_tokenizers(cfg, splits, folder)
-    counts = _encode_and_write(cfg, splits, folder, report)
+    models = _train_tokenizers(cfg, splits, folder)
+    counts = _encode_and_write(cfg, splits, models, folder, report)
+    vocab = {
+        lang: {"model": spm_model_name(cfg, lang), "size": model.get_piece_size()}
+        for lang, model in models.items()
+    }
     return {
         "pipeline_version": PIPELINE_VERSION,
         "fingerprint": fingerprint(cfg, hashes),
