@@ -105,14 +105,18 @@ def beam_search(
     beam_size: int,
     alpha: float,
     keep_attention: bool,
+    n_best: int = 1,
 ) -> list[list[Hypothesis]]:
-    """The best `beam_size` hypotheses of every sentence, best first, for a whole batch at once.
+    """The best `n_best` (<= beam_size) hypotheses of every sentence, best first, for a whole
+    batch at once.
 
     All K beams of all B sentences step together as B*K rows. At each step the 2K best
     extensions of each sentence are ranked: those among the first K that end (EOS, or the
     sentence's length limit) are finished, scored log P / length_penalty; the first K that do
-    not end carry on. A sentence stops when it has K finished hypotheses or reaches its limit,
-    and its rows leave the batch.
+    not end carry on. A sentence stops, and its rows leave the batch, at its length limit or
+    once it has `n_best` finished hypotheses and its best running one, were it to end at the
+    next step, would not beat the n-th of them (exact for alpha=0, where log P only falls; the
+    usual early stop otherwise).
     """
     k, device = beam_size, source.device
     _, state = model.encode(source, source_lengths)
@@ -126,14 +130,15 @@ def beam_search(
     active = torch.arange(batch, device=device)  # the sentence of each group of K rows
     limits = limits.to(device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    n_best = min(n_best, k)
+    bar = torch.full((batch,), float("-inf"), device=device)  # n-th best finished score
     rank = torch.arange(2 * k, device=device)
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, state)
         n = active.numel()
         # The best 2K of the K x V extensions are among each beam's own best 2K words, so
-        # rank 2K per beam (log P = logit - logsumexp), then 2K of those K x 2K.
-        beam_logits, beam_words = logits.topk(2 * k, dim=-1)  # (nK, 2K)
-        log_probs = beam_logits - logits.logsumexp(-1, keepdim=True)
+        # rank 2K per beam, then 2K of those K x 2K.
+        log_probs, beam_words = logits.float().log_softmax(-1).topk(2 * k, dim=-1)  # (nK, 2K)
         candidates = (scores.view(n * k, 1) + log_probs).view(n, 2 * k * k)
         top_scores, top_ids = candidates.topk(2 * k, dim=-1)  # (n, 2K)
         origin, words = top_ids // (2 * k), beam_words.view(n, 2 * k * k).gather(1, top_ids)
@@ -142,9 +147,10 @@ def beam_search(
         rows = torch.arange(n, device=device).unsqueeze(1) * k + origin  # (n, 2K) flat rows
         if keep_attention:
             steps = torch.cat([attention.flatten(0, 1)[rows], weights[rows].unsqueeze(2)], 2)
+        final = ends & (rank < k)  # (n, 2K) candidates that finish now
         _finish(
             finished,
-            ends & (rank < k),
+            final,
             active,
             tokens,
             origin,
@@ -161,9 +167,11 @@ def beam_search(
         )
         if keep_attention:
             attention = steps.gather(1, carry[..., None, None].expand(-1, -1, *steps.shape[2:]))
-        done = at_limit | torch.tensor(
-            [len(finished[s]) >= k for s in active.tolist()], device=device
-        )
+        for s in active[final.any(1)].tolist():
+            if len(finished[s]) >= n_best:
+                bar[s] = sorted(h.score for h in finished[s])[-n_best]
+        best_running = scores[:, 0] / length_penalty(t + 2, alpha)  # were it to end next
+        done = at_limit | (bar[active] >= best_running)
         if done.all():
             break
         going = (~done).nonzero().squeeze(1)
@@ -174,4 +182,4 @@ def beam_search(
         else:  # hypotheses only moved between the beams of each sentence
             state = state.select(chosen_rows.flatten(), same_sources=True)
         previous = tokens[:, :, -1].flatten()
-    return [sorted(h, key=lambda h: -h.score)[:k] for h in finished]
+    return [sorted(h, key=lambda h: -h.score)[:n_best] for h in finished]

@@ -63,6 +63,7 @@ def translate_ids(
                 search.beam_size,
                 search.alpha,
                 keep_attention,
+                search.n_best,
             )
         for index, hypotheses in zip(indices.tolist(), found, strict=True):
             for hypothesis in hypotheses:

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from attnmt.data.tokenizer import EOS_ID
 from attnmt.search import beam_search, greedy, max_lengths
 from tests.model.test_seq2seq import batch, tiny_model
 
@@ -29,7 +30,7 @@ def test_beam_size_one_is_exactly_greedy(seed):
 def test_nbest_lists_are_ordered_by_score_and_attention_fits():
     model, source, lengths = _model_and_source(0)
     limits = max_lengths(lengths, 2.0, 3)
-    found = beam_search(model, source, lengths, limits, 4, alpha=0.6, keep_attention=True)
+    found = beam_search(model, source, lengths, limits, 4, alpha=0.6, keep_attention=True, n_best=4)
     for hypotheses, limit in zip(found, limits.tolist(), strict=True):
         scores = [h.score for h in hypotheses]
         assert len(hypotheses) == 4 and scores == sorted(scores, reverse=True)
@@ -47,3 +48,23 @@ def test_beam_finds_a_sequence_at_least_as_likely_as_greedy_without_penalty():
     beam = beam_search(model, source, lengths, limits, 5, alpha=0.0, keep_attention=False)
     for hypotheses, greedy_score in zip(beam, greedy_scores, strict=True):
         assert hypotheses[0].score >= greedy_score - 1e-5
+
+
+@pytest.mark.parametrize("eos_bias", [2.0, 3.0])
+def test_stopping_at_the_first_best_hypothesis_is_exact_without_penalty(eos_bias):
+    # With alpha=0 a running hypothesis only loses log-probability, so a sentence whose best
+    # finished hypothesis beats every running one can stop: asking for one hypothesis instead
+    # of five decodes fewer rows but finds the same best.
+    model, source, lengths = _model_and_source(0)
+    with torch.no_grad():  # make EOS likely enough that some sentences end early
+        model.decoder.output.bias[EOS_ID] += eos_bias
+    limits = max_lengths(lengths, 2.0, 3)
+    rows, step = [], model.decoder.step
+    model.decoder.step = lambda previous, state: rows.append(len(previous)) or step(previous, state)
+    one = beam_search(model, source, lengths, limits, 5, alpha=0.0, keep_attention=False)
+    rows_one, rows[:] = sum(rows), []
+    five = beam_search(model, source, lengths, limits, 5, alpha=0.0, keep_attention=False, n_best=5)
+    assert rows_one < sum(rows)
+    assert all(len(h) == 1 for h in one) and all(len(h) == 5 for h in five)
+    assert [h[0].ids for h in one] == [h[0].ids for h in five]
+    assert [h[0].score for h in one] == pytest.approx([h[0].score for h in five])

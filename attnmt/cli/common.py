@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,3 +41,16 @@ def user_errors(main: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any
             sys.exit(2)
 
     return wrapper
+
+
+def exit_now() -> NoReturn:
+    """End a tool's process at once, its output written: flush the logs and streams, exit 0.
+
+    Python's normal shutdown tears down torch's modules and threads one by one, about 0.3 s of
+    nothing (as much as decoding 300 sentences); once every file is closed there is nothing left
+    to lose by skipping it.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

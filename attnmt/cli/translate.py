@@ -7,7 +7,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from attnmt.cli.common import TOOLS_CONFIG_PATH, user_errors
+from attnmt.cli.common import TOOLS_CONFIG_PATH, exit_now, user_errors
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.runtime import pick_device, set_threads
 from attnmt.translate import (
@@ -23,6 +23,12 @@ from attnmt.translate import (
 @hydra.main(config_path=TOOLS_CONFIG_PATH, config_name="translate", version_base="1.3")
 @user_errors
 def main(cfg: DictConfig) -> None:
+    run(cfg)
+    exit_now()  # a short run's start-up and shutdown weigh as much as its decoding
+
+
+def run(cfg: DictConfig) -> None:
+    """Translate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     device = pick_device(cfg.device, "device")
     loaded = load_model(Path(cfg.ckpt), device)
