@@ -18,12 +18,16 @@ import bz2
 import gzip
 import hashlib
 import io
+import itertools
 import re
 import unicodedata
 import zipfile
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from attnmt.errors import DataError
 
@@ -34,17 +38,6 @@ _FULL_WIDTH = {",": "，", "!": "！", "?": "？", ";": "；", ":": "：", "(": 
 _ZH_PUNCT = re.compile(r"(?<!\d)[,:]|[,:](?!\d)|[!?;()]")
 _SPACES = re.compile(r"\s+")
 _SPACE_BY_ZH_PUNCT = re.compile(r" ?([，。！？；：（）、]) ?")
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One sentence pair, keyed by language."""
-
-    en: str
-    zh: str
-
-    def side(self, lang: str) -> str:
-        return self.en if lang == "en" else self.zh
 
 
 @dataclass
@@ -129,34 +122,83 @@ def read_tatoeba(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def read_aligned(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
-    """Yield (English, Chinese) from two line-aligned files; unequal line counts are an error."""
-    en_lines, zh_lines = list(read_lines(en_path)), list(read_lines(zh_path))
-    if len(en_lines) != len(zh_lines):
-        raise DataError(
-            f"line counts differ: {en_path} has {len(en_lines)} lines, "
-            f"{zh_path} has {len(zh_lines)}"
-        )
-    yield from zip(en_lines, zh_lines, strict=True)
+    """Yield (English, Chinese) from two line-aligned files, streamed; unequal line counts are
+    an error that names both counts."""
+    end = object()
+    en_lines, zh_lines = read_lines(en_path), read_lines(zh_path)
+    for count, (en, zh) in enumerate(itertools.zip_longest(en_lines, zh_lines, fillvalue=end)):
+        if en is end or zh is end:
+            longer = count + 1 + sum(1 for _ in (zh_lines if en is end else en_lines))
+            en_count, zh_count = (count, longer) if en is end else (longer, count)
+            raise DataError(
+                f"line counts differ: {en_path} has {en_count} lines, {zh_path} has {zh_count}"
+            )
+        yield en, zh
 
 
-def clean(raw_pairs: Iterator[tuple[str, str]], report: CleaningReport) -> list[Pair]:
-    """Normalise every pair, drop pairs with an empty side, and drop exact duplicates.
+def sentence_key(text: str) -> int:
+    """A 64-bit hash of a sentence: what deduplication and the leak-free split compare, so
+    they hold 8 bytes per sentence, not the sentence (the odds that two of 10 million distinct
+    sentences share a key are about 1 in 400,000)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
-    The length rules need the SentencePiece models, so they run later (see `filter_lengths`).
-    """
-    seen: set[Pair] = set()
-    pairs: list[Pair] = []
-    for en, zh in raw_pairs:
-        report.read += 1
-        pair = Pair(normalize(en, "en"), normalize(zh, "zh"))
-        if not pair.en or not pair.zh:
-            report.drop("empty_side")
-        elif pair in seen:
-            report.drop("duplicate")
-        else:
-            seen.add(pair)
-            pairs.append(pair)
-    return pairs
+
+@dataclass
+class StagedPairs:
+    """Normalised pairs with both sides non-empty, one per line in two files, in input order;
+    with the key (`sentence_key`) of each side and the input (`part`) each came from."""
+
+    en_path: Path
+    zh_path: Path
+    en_keys: np.ndarray  # (N,) uint64
+    zh_keys: np.ndarray  # (N,) uint64
+    parts: np.ndarray  # (N,) int8
+
+    def __len__(self) -> int:
+        return len(self.en_keys)
+
+    def first_occurrences(self) -> np.ndarray:
+        """(N,) bool: the first pair of each set of exact duplicates (same input, same sides)."""
+        rows = np.stack([self.parts.astype(np.uint64), self.en_keys, self.zh_keys], axis=1)
+        _, first = np.unique(rows, axis=0, return_index=True)
+        keep = np.zeros(len(self), dtype=bool)
+        keep[first] = True
+        return keep
+
+    def lines(self) -> Iterator[tuple[str, str]]:
+        """The staged (English, Chinese) pairs, read back in order."""
+        return zip(read_lines(self.en_path), read_lines(self.zh_path), strict=True)
+
+
+def stage_pairs(
+    parts: Sequence[Iterable[tuple[str, str]]], folder: Path, report: CleaningReport
+) -> StagedPairs:
+    """Normalise the pairs of each input in `parts`, drop (and count) those with an empty side,
+    and write the rest to folder/.clean.en and .clean.zh; memory keeps only their keys."""
+    en_keys, zh_keys, part_ids = array("Q"), array("Q"), array("b")
+    paths = folder / ".clean.en", folder / ".clean.zh"
+    with (
+        open(paths[0], "w", encoding="utf-8") as en_out,
+        open(paths[1], "w", encoding="utf-8") as zh_out,
+    ):
+        for part, raw_pairs in enumerate(parts):
+            for raw_en, raw_zh in raw_pairs:
+                report.read += 1
+                en, zh = normalize(raw_en, "en"), normalize(raw_zh, "zh")
+                if not en or not zh:
+                    report.drop("empty_side")
+                    continue
+                en_out.write(en + "\n")
+                zh_out.write(zh + "\n")
+                en_keys.append(sentence_key(en))
+                zh_keys.append(sentence_key(zh))
+                part_ids.append(part)
+    return StagedPairs(
+        *paths,
+        np.frombuffer(en_keys, dtype=np.uint64),
+        np.frombuffer(zh_keys, dtype=np.uint64),
+        np.frombuffer(part_ids, dtype=np.int8),
+    )
 
 
 def length_rule(src_len: int, tgt_len: int, max_length: int, max_ratio: float) -> str | None:

@@ -9,28 +9,35 @@ fingerprint does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 from sentencepiece import SentencePieceProcessor
 
 from attnmt.config import to_dict
 from attnmt.data import corpus
-from attnmt.data.dataset import write_ids
-from attnmt.data.split import SPLITS, Splits, split_pairs
+from attnmt.data.ids import IdsWriter
+from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
 from attnmt.errors import ConfigError, DataError
 
 # Bump when the pipeline's output changes for the same config and input.
 PIPELINE_VERSION = 1
+
+ENCODE_CHUNK = 10_000  # pairs tokenised at a time
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,7 @@ class VocabConfig:
     joint_size: int = 8000
     model_type: str = "unigram"
     coverage: dict[str, float] = field(default_factory=lambda: {"zh": 0.9995, "en": 1.0})
+    max_sentences: int = 300_000
 
 
 @dataclass(frozen=True)
@@ -157,24 +165,53 @@ def input_files(cfg: DataConfig) -> list[Path]:
     return [raw_path]
 
 
-def read_splits(cfg: DataConfig, paths: list[Path], report: corpus.CleaningReport) -> Splits:
-    """Clean pairs from the config's source, split by `split_pairs` unless given split."""
+def _raw_parts(cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
+    """The raw (English, Chinese) pairs of each input: the three given splits, or one corpus."""
     if cfg.source == "splits":  # paths: train.en, train.zh, dev.en, dev.zh, test.en, test.zh
-        given = [corpus.clean(corpus.read_aligned(*paths[i : i + 2]), report) for i in (0, 2, 4)]
-        if not given[0]:
-            raise DataError(f"{paths[0]}: no training pairs left after cleaning")
-        return Splits(*given)
+        return [corpus.read_aligned(*paths[i : i + 2]) for i in (0, 2, 4)]
     if cfg.source == "files":
-        raw = corpus.read_aligned(paths[0], paths[1])
-    else:
-        raw = corpus.read_tatoeba(paths[0])
-    pairs = corpus.clean(raw, report)
-    if not pairs:
+        return [corpus.read_aligned(paths[0], paths[1])]
+    return [corpus.read_tatoeba(paths[0])]
+
+
+def _split_codes(
+    cfg: DataConfig, staged: corpus.StagedPairs, paths: list[Path], report: corpus.CleaningReport
+) -> np.ndarray:
+    """The split code (TRAIN, DEV, TEST) of each staged pair, -1 for a dropped duplicate."""
+    keep = staged.first_occurrences()
+    if duplicates := int(len(keep) - keep.sum()):
+        report.drop("duplicate", duplicates)
+    codes = np.full(len(staged), -1, dtype=np.int8)
+    if cfg.source == "splits":  # the inputs are the splits, in the order of SPLITS
+        codes[keep] = staged.parts[keep]
+        if not (codes == TRAIN).any():
+            raise DataError(f"{paths[0]}: no training pairs left after cleaning")
+        return codes
+    if not keep.any():
         raise DataError(
             f"{', '.join(map(str, paths))}: no pairs left after cleaning "
             f"({report.read} read, dropped {report.dropped})"
         )
-    return split_pairs(pairs, cfg.dev_size, cfg.test_size, cfg.seed)
+    kept = np.flatnonzero(keep)
+    groups = group_pairs(staged.en_keys[kept], staged.zh_keys[kept])
+    codes[kept] = assign_splits(groups, cfg.dev_size, cfg.test_size, cfg.seed)
+    return codes
+
+
+def _write_split_text(staged: corpus.StagedPairs, codes: np.ndarray, folder: Path) -> None:
+    """Route each kept staged pair to folder/.{split}.{lang}, keeping the input order."""
+    with contextlib.ExitStack() as stack:
+        outs = [
+            {
+                lang: stack.enter_context(open(folder / f".{split}.{lang}", "w", encoding="utf-8"))
+                for lang in corpus.LANGUAGES
+            }
+            for split in SPLITS
+        ]
+        for code, (en, zh) in zip(codes.tolist(), staged.lines(), strict=True):
+            if code >= 0:
+                outs[code]["en"].write(en + "\n")
+                outs[code]["zh"].write(zh + "\n")
 
 
 def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
@@ -189,34 +226,41 @@ def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
 
 
 def _train_tokenizers(
-    cfg: DataConfig, splits: Splits, folder: Path
+    cfg: DataConfig, folder: Path, train_pairs: int
 ) -> dict[str, SentencePieceProcessor]:
     """Train the SentencePiece model(s) on the train split only; return them by language."""
+
+    def train_lines(lang: str) -> Iterator[str]:
+        return corpus.read_lines(folder / f".train.{lang}")
+
     langs = (cfg.src_lang, cfg.tgt_lang)
     sizes = {
         cfg.src_lang: ("data.vocab.src_size", cfg.vocab.src_size),
         cfg.tgt_lang: ("data.vocab.tgt_size", cfg.vocab.tgt_size),
     }
     if cfg.vocab.joint:
-        sentences = [side for p in splits.train for side in (p.en, p.zh)]
-        coverage = min(cfg.vocab.coverage.values())
+        both = zip(train_lines("en"), train_lines("zh"), strict=True)
         train_sentencepiece(
-            sentences,
+            (sentence for pair in both for sentence in pair),
+            2 * train_pairs,
             folder / "spm.joint.model",
             cfg.vocab.joint_size,
             cfg.vocab.model_type,
-            coverage,
+            min(cfg.vocab.coverage.values()),
+            cfg.vocab.max_sentences,
             "data.vocab.joint_size",
         )
     else:
         for lang in langs:
             key, size = sizes[lang]
             train_sentencepiece(
-                [p.side(lang) for p in splits.train],
+                train_lines(lang),
+                train_pairs,
                 folder / f"spm.{lang}.model",
                 size,
                 cfg.vocab.model_type,
                 cfg.vocab.coverage[lang],
+                cfg.vocab.max_sentences,
                 key,
             )
     return {lang: load_sentencepiece(folder / spm_model_name(cfg, lang)) for lang in langs}
@@ -224,50 +268,79 @@ def _train_tokenizers(
 
 def _encode_and_write(
     cfg: DataConfig,
-    splits: Splits,
     models: dict[str, SentencePieceProcessor],
     folder: Path,
     report: corpus.CleaningReport,
 ) -> dict[str, int]:
-    """Tokenise each split, apply the length rules to train, write text and ids; return counts."""
+    """Tokenise each split a chunk at a time, apply the length rules to train, write the text
+    and the ids; return the pair count of each split."""
+    langs = (cfg.src_lang, cfg.tgt_lang)
     counts = {}
-    for split, pairs in splits.items():
-        ids = {lang: model.encode([p.side(lang) for p in pairs]) for lang, model in models.items()}
-        keep = list(range(len(pairs)))
-        if split == "train":
-            # dev and test stay whole so their scores are honest; only train is filtered.
-            keep = []
-            for i in range(len(pairs)):
-                rule = corpus.length_rule(
-                    len(ids[cfg.src_lang][i]),
-                    len(ids[cfg.tgt_lang][i]),
-                    cfg.max_length,
-                    cfg.max_ratio,
-                )
-                if rule:
-                    report.drop(rule)
-                else:
-                    keep.append(i)
-            if not keep:
-                raise DataError(
-                    "no training pairs left after the length rules "
-                    f"(data.max_length={cfg.max_length}, "
-                    f"data.max_ratio={cfg.max_ratio})"
-                )
-        for lang in models:
-            text = "".join(pairs[i].side(lang) + "\n" for i in keep)
-            (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
-            write_ids(folder, split, lang, [ids[lang][i] for i in keep])
-        counts[split] = len(keep)
+    for split in SPLITS:
+        with contextlib.ExitStack() as stack:
+            texts = [
+                stack.enter_context(open(folder / f"{split}.{lang}", "w", encoding="utf-8"))
+                for lang in langs
+            ]
+            ids = [
+                stack.enter_context(IdsWriter(folder, split, lang, models[lang].get_piece_size()))
+                for lang in langs
+            ]
+            staged = zip(
+                *(corpus.read_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
+            )
+            counts[split] = 0
+            for chunk in _chunks(staged, ENCODE_CHUNK):
+                sides = list(zip(*chunk, strict=True))  # (source sentences, target sentences)
+                encoded = [
+                    models[lang].encode(list(side)) for lang, side in zip(langs, sides, strict=True)
+                ]
+                keep = range(len(chunk))
+                if split == "train":  # dev and test stay whole so their scores are honest
+                    keep = [i for i in keep if _passes_length_rules(cfg, encoded, i, report)]
+                for side, side_ids, text, writer in zip(sides, encoded, texts, ids, strict=True):
+                    text.write("".join(side[i] + "\n" for i in keep))
+                    writer.add([side_ids[i] for i in keep])
+                counts[split] += len(keep)
+        if split == "train" and not counts[split]:
+            raise DataError(
+                "no training pairs left after the length rules "
+                f"(data.max_length={cfg.max_length}, data.max_ratio={cfg.max_ratio})"
+            )
     return counts
 
 
+def _chunks(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    """Consecutive lists of `size` items (the last one shorter)."""
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk
+
+
+def _passes_length_rules(
+    cfg: DataConfig, encoded: list[list[list[int]]], i: int, report: corpus.CleaningReport
+) -> bool:
+    """Whether pair i of a chunk passes the length rules; a pair that fails is counted."""
+    rule = corpus.length_rule(len(encoded[0][i]), len(encoded[1][i]), cfg.max_length, cfg.max_ratio)
+    if rule:
+        report.drop(rule)
+    return rule is None
+
+
 def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) -> dict[str, Any]:
-    """Write the whole processed dataset into `folder` (a fresh temporary folder)."""
+    """Write the whole processed dataset into `folder` (a fresh temporary folder).
+
+    The corpus streams through in passes, so memory holds a few numbers per pair, never the
+    pairs: normalise and key each pair (staging the text in dot-files), deduplicate and split by
+    key, route the text to per-split files, train SentencePiece, then encode a chunk at a time.
+    """
     report = corpus.CleaningReport()
-    splits = read_splits(cfg, paths, report)
-    models = _train_tokenizers(cfg, splits, folder)
-    counts = _encode_and_write(cfg, splits, models, folder, report)
+    staged = corpus.stage_pairs(_raw_parts(cfg, paths), folder, report)
+    codes = _split_codes(cfg, staged, paths, report)
+    _write_split_text(staged, codes, folder)
+    models = _train_tokenizers(cfg, folder, int((codes == TRAIN).sum()))
+    counts = _encode_and_write(cfg, models, folder, report)
+    for staging in folder.glob(".*"):
+        staging.unlink()
     vocab = {
         lang: {"model": spm_model_name(cfg, lang), "size": model.get_piece_size()}
         for lang, model in models.items()

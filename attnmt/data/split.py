@@ -5,71 +5,75 @@ Many Tatoeba sentences have several translations. If "I see." -> "我明白了�
 that share an English or a Chinese sentence are joined into one group (the connected components
 of the graph whose nodes are sentences and whose edges are pairs), and a whole group goes to one
 split.
+
+Sentences are compared by their 64-bit keys (`corpus.sentence_key`), held in numpy arrays, so
+grouping millions of pairs costs a few bytes per pair, not the sentences.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from array import array
 
-from attnmt.data.corpus import Pair
+import numpy as np
+
 from attnmt.errors import DataError
 
 SPLITS = ("train", "dev", "test")
+TRAIN, DEV, TEST = 0, 1, 2  # the split codes of `assign_splits`, indices into SPLITS
 
 
-@dataclass(frozen=True)
-class Splits:
-    """The three splits, each a list of pairs in a deterministic order."""
+def group_pairs(*keys: np.ndarray) -> np.ndarray:
+    """For each pair, its group: the index of the first pair of the group.
 
-    train: list[Pair]
-    dev: list[Pair]
-    test: list[Pair]
-
-    def items(self) -> list[tuple[str, list[Pair]]]:
-        return [("train", self.train), ("dev", self.dev), ("test", self.test)]
-
-
-def _find(parent: list[int], node: int) -> int:
-    while parent[node] != node:
-        parent[node] = parent[parent[node]]
-        node = parent[node]
-    return node
-
-
-def group_pairs(pairs: list[Pair]) -> list[list[int]]:
-    """Indices of `pairs` grouped so that pairs sharing a sentence share a group."""
-    parent = list(range(len(pairs)))
-    first_with: dict[tuple[str, str], int] = {}
-    for index, pair in enumerate(pairs):
-        for key in (("en", pair.en), ("zh", pair.zh)):
-            other = first_with.setdefault(key, index)
-            parent[_find(parent, index)] = _find(parent, other)
-    groups: dict[int, list[int]] = {}
-    for index in range(len(pairs)):
-        groups.setdefault(_find(parent, index), []).append(index)
-    return sorted(groups.values(), key=lambda group: group[0])
-
-
-def split_pairs(pairs: list[Pair], dev_size: int, test_size: int, seed: int) -> Splits:
-    """Assign whole groups to test, then dev, until each holds its size; the rest is train.
-
-    Groups are visited in an order shuffled by `seed`; a group that would overfill test or dev
-    goes on to the next split, so the sizes are met exactly whenever small groups remain.
+    keys: one (N,) array per side, the key of that side's sentence for each pair. Pairs sharing
+    a key on any side share a group. Label propagation: every pair takes the smallest label
+    among the pairs that share one of its sentences, then follows its label's label (which
+    halves chains), until nothing changes.
     """
-    if dev_size + test_size >= len(pairs):
+    count = len(keys[0])
+    label = np.arange(count)
+    if not count:
+        return label
+    sharing = []  # per side: the pairs sorted by key, and where each key's run starts
+    for side in keys:
+        order = np.argsort(side, kind="stable")
+        starts = np.flatnonzero(np.r_[True, side[order][1:] != side[order][:-1]])
+        sharing.append((order, starts, np.diff(np.r_[starts, count])))
+    while True:
+        previous = label
+        for order, starts, sizes in sharing:
+            smallest = np.minimum.reduceat(label[order], starts)
+            label = label.copy()
+            label[order] = np.minimum(label[order], np.repeat(smallest, sizes))
+        label = label[label]
+        if np.array_equal(label, previous):
+            return label
+
+
+def assign_splits(groups: np.ndarray, dev_size: int, test_size: int, seed: int) -> np.ndarray:
+    """The split code (TRAIN, DEV, TEST) of each pair, whole groups at a time.
+
+    Groups are visited in an order shuffled by `seed` (by Python's `random`, which depends only
+    on the number of groups); each goes to test, else dev, if it fits in what that split still
+    wants, else to train; so the sizes are met exactly whenever small groups remain.
+    """
+    if dev_size + test_size >= len(groups):
         raise DataError(
             f"data.dev_size={dev_size} + data.test_size={test_size} leaves no training pairs "
-            f"out of {len(pairs)} clean pairs"
+            f"out of {len(groups)} clean pairs"
         )
-    groups = group_pairs(pairs)
-    random.Random(seed).shuffle(groups)
-    wanted = {"test": test_size, "dev": dev_size}
-    chosen: dict[str, list[int]] = {"train": [], "dev": [], "test": []}
-    for group in groups:
-        target = next(
-            (name for name in ("test", "dev") if len(chosen[name]) + len(group) <= wanted[name]),
-            "train",
-        )
-        chosen[target].extend(group)
-    return Splits(**{name: [pairs[i] for i in sorted(ids)] for name, ids in chosen.items()})
+    firsts, group_of, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    visit = array("q", range(len(firsts)))  # 8 bytes a group, where a list takes 36
+    random.Random(seed).shuffle(visit)
+    wanted = {TEST: test_size, DEV: dev_size}
+    code_of_group = np.full(len(firsts), TRAIN, dtype=np.int8)
+    for group in visit:
+        if not any(wanted.values()):
+            break
+        size = int(sizes[group])
+        target = next((code for code in (TEST, DEV) if size <= wanted[code]), TRAIN)
+        if target != TRAIN:
+            wanted[target] -= size
+            code_of_group[group] = target
+    return code_of_group[group_of]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
@@ -19,15 +20,18 @@ log = logging.getLogger(__name__)
 
 
 def train_sentencepiece(
-    sentences: list[str],
+    sentences: Iterable[str],
+    count: int,
     model_file: Path,
     vocab_size: int,
     model_type: str,
     character_coverage: float,
+    max_sentences: int,
     size_key: str,
 ) -> None:
-    """Train a SentencePiece model on `sentences` and write it to `model_file`, with attnmt's
-    fixed special ids.
+    """Train a SentencePiece model on `sentences` (`count` of them, streamed) and write it to
+    `model_file`, with attnmt's fixed special ids. Beyond `max_sentences` sentences it learns
+    from a random sample of that many.
 
     `size_key` is the config key that set `vocab_size`, named in the error when the data is too
     small for it.
@@ -38,6 +42,9 @@ def train_sentencepiece(
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
+            # Only when needed: the setting is written into the model, and a model that need
+            # not change keeps its bytes (checkpoints record its sha256).
+            **({"input_sentence_size": max_sentences} if count > max_sentences else {}),
             model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
@@ -53,7 +60,7 @@ def train_sentencepiece(
     except RuntimeError as error:
         raise DataError(
             f"{size_key}={vocab_size}: SentencePiece cannot build this vocabulary from "
-            f"{len(sentences):,} training sentences: {error}"
+            f"{count:,} training sentences: {error}"
         ) from None
     model_file.write_bytes(model.getvalue())
 

@@ -19,13 +19,16 @@ def test_normalize_folds_full_width_latin_and_spaces_on_both_sides():
     assert corpus.normalize("Wait！", "en") == "Wait!"
 
 
-def test_clean_drops_empty_sides_and_duplicates_and_counts_them():
+def test_staging_drops_empty_sides_and_finds_duplicates(tmp_path):
     report = corpus.CleaningReport()
     raw = [("Hi.", "你好！"), ("  ", "空"), ("Hi.", "你好!"), ("Run.", "  "), ("Go.", "走。")]
-    pairs = corpus.clean(iter(raw), report)
-    assert pairs == [corpus.Pair("Hi.", "你好！"), corpus.Pair("Go.", "走。")]
-    assert report.read == 5
-    assert report.dropped == {"empty_side": 2, "duplicate": 1}
+    staged = corpus.stage_pairs([iter(raw), iter([("Go.", "走。")])], tmp_path, report)
+    hi, go = ("Hi.", "你好！"), ("Go.", "走。")
+    assert list(staged.lines()) == [hi, hi, go, go]
+    assert report.read == 6 and report.dropped == {"empty_side": 2}
+    # a duplicate within one input is dropped; the same pair in another input (split) is not
+    assert staged.first_occurrences().tolist() == [True, False, True, True]
+    assert staged.parts.tolist() == [0, 0, 0, 1]
 
 
 def test_length_rules():
@@ -69,4 +72,7 @@ def test_aligned_files_with_different_line_counts_name_both_counts(tmp_path):
     en.write_text("a\nb\nc\n", encoding="utf-8")
     zh.write_text("甲\n乙\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"a.en has 3 lines.*a.zh has 2"):
+        list(corpus.read_aligned(en, zh))
+    en.write_text("a\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"a.en has 1 lines.*a.zh has 2"):
         list(corpus.read_aligned(en, zh))

@@ -5,7 +5,7 @@ import pytest
 
 from attnmt.config import to_dataclass
 from attnmt.data import corpus
-from attnmt.data.dataset import TokenIds
+from attnmt.data.ids import TokenIds
 from attnmt.data.prepare import DataConfig, prepare_dataset
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError, DataError
@@ -156,7 +156,7 @@ def test_given_splits_are_kept_as_they_are(small_corpus, tmp_path):
     overrides = [*small_data_overrides(small_corpus, tmp_path), "data=splits"]
     _, manifest, _ = prepare_dataset(data_config([*overrides, f"data.split_dir={given}"]))
     for split, part in (("dev", rows[1000:1100]), ("test", rows[1100:])):
-        clean = corpus.clean(((r[0], r[1]) for r in part), corpus.CleaningReport())
+        clean = {(corpus.normalize(r[0], "en"), corpus.normalize(r[1], "zh")) for r in part}
         assert manifest["counts"][split] == len(clean)
     with pytest.raises(DataError, match=r"missing/train.en: file not found"):
         prepare_dataset(data_config([*overrides, f"data.split_dir={tmp_path / 'missing'}"]))
