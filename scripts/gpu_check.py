@@ -3,9 +3,10 @@
     python scripts/gpu_check.py [--minutes 2] [--work /tmp/attnmt-gpu] [HYDRA_OVERRIDE ...]
 
 Meant for a lent GPU machine (one short run). It trains the default model on the shared corpus
-with trainer.device=cuda and trainer.amp=true for `--minutes`, then decodes the test split with
-beam 5, and prints the device, the AMP dtype, train target tokens/s, decode sentences/s and the
-test BLEU. Without CUDA it says so and exits 1.
+with trainer.device=cuda and trainer.amp=true for `--minutes`, then again with
+trainer.compile=true, then decodes the test split with beam 5 (the first model), and prints the
+device, the AMP dtype, train target tokens/s without and with torch.compile, decode sentences/s
+and the test BLEU. Without CUDA it says so and exits 1.
 """
 
 from __future__ import annotations
@@ -36,24 +37,31 @@ def main() -> None:
     if not torch.cuda.is_available():
         print(json.dumps({"error": "CUDA is not available"}))
         sys.exit(1)
+
+    def train(run_dir: Path, *extra: str) -> int:
+        """Median train target tokens/s (windows after the first two) of a run."""
+        command = [
+            sys.executable,
+            "-m",
+            "attnmt.cli.train",
+            f"data.raw_path={SHARED_CORPUS}",
+            f"data.processed_dir={args.work / 'data'}",
+            f"hydra.run.dir={run_dir}",
+            "trainer.device=cuda",
+            "trainer.amp=true",
+            f"trainer.max_time={args.minutes}",
+            "trainer.patience=null",
+            *overrides,
+            *extra,
+        ]
+        subprocess.run(command, check=True, cwd=REPO)
+        metrics = read_metrics(run_dir / "metrics.jsonl")
+        speeds = [r["tokens_per_s"] for r in metrics if r["kind"] == "train"]
+        return round(statistics.median(speeds[2:] or speeds))
+
     run_dir = args.work / "run"
-    command = [
-        sys.executable,
-        "-m",
-        "attnmt.cli.train",
-        f"data.raw_path={SHARED_CORPUS}",
-        f"data.processed_dir={args.work / 'data'}",
-        f"hydra.run.dir={run_dir}",
-        "trainer.device=cuda",
-        "trainer.amp=true",
-        f"trainer.max_time={args.minutes}",
-        "trainer.patience=null",
-        *overrides,
-    ]
-    subprocess.run(command, check=True, cwd=REPO)
-    speeds = [
-        r["tokens_per_s"] for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"
-    ]
+    eager = train(run_dir)
+    compiled = train(args.work / "run-compiled", "trainer.compile=true")
     device = torch.device("cuda")
     loaded = load_model(run_dir / "best.pt", device)
     test = processed_sets(loaded, ["test"])
@@ -68,7 +76,8 @@ def main() -> None:
             {
                 "device": torch.cuda.get_device_name(0),
                 "amp_dtype": "bf16" if torch.cuda.is_bf16_supported() else "fp16",
-                "train_tgt_tokens_per_s": round(statistics.median(speeds[2:] or speeds)),
+                "train_tgt_tokens_per_s": eager,
+                "train_tgt_tokens_per_s_compiled": compiled,
                 "beam5_sent_per_s": round(lines / seconds, 1),
                 "test_bleu": entry["bleu"],
                 "minutes": args.minutes,

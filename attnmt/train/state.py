@@ -13,6 +13,7 @@ class TrainerConfig:
     device: str = "auto"
     threads: int | None = None
     amp: bool = True
+    compile: bool = False
     seed: int = 1234
     deterministic: bool = False
     batch_tokens: int = 4096

@@ -107,6 +107,11 @@ class Trainer:
             self.device
         )
         log.info("model parameters:\n%s", parameter_summary(self.model))
+        if self.cfg.compile:
+            # The decoder's one-step function runs T times per batch: compiled once (any batch
+            # size, dynamic=True), its many small element-wise ops become a few fused kernels.
+            decoder = self.model.decoder
+            decoder.features_step = torch.compile(decoder.features_step, dynamic=True)
         self.objective: nn.Module = TokenLoss(self.model, self.cfg.label_smoothing)
         if self.ranks.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None

@@ -70,6 +70,17 @@ def test_deterministic_runs_are_bit_identical(tiny_corpus, tmp_path):
     assert losses(tmp_path / "a") == losses(tmp_path / "b")
 
 
+@pytest.mark.slow
+def test_compiled_decoder_step_trains_like_the_eager_one(tiny_corpus, tmp_path):
+    make_trainer(tiny_corpus, tmp_path, "eager", "trainer.max_steps=3").fit()
+    make_trainer(
+        tiny_corpus, tmp_path, "compiled", "trainer.max_steps=3", "trainer.compile=true"
+    ).fit()
+    eager, compiled = losses(tmp_path / "eager"), losses(tmp_path / "compiled")
+    assert [s for s, _ in compiled] == [s for s, _ in eager]
+    assert [x for _, x in compiled] == pytest.approx([x for _, x in eager], rel=1e-4)
+
+
 def _train_command(corpus, tmp_path, run_dir, *overrides):
     return [
         sys.executable,
