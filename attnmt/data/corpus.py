@@ -77,12 +77,14 @@ def open_binary(path: Path) -> io.BufferedIOBase:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     with open(path, "rb") as handle:
-        magic = handle.read(4)
+        magic = handle.read(10)
     if magic[:2] == b"\x1f\x8b":
         return gzip.open(path, "rb")
-    if magic[:3] == b"BZh":
+    # "BZh", the block size, then the magic of a block or of the end of the stream: a text
+    # line may begin with "BZh" too.
+    if magic[:3] == b"BZh" and magic[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
         return bz2.open(path, "rb")
-    if magic == b"PK\x03\x04":
+    if magic[:4] == b"PK\x03\x04":
         archive = zipfile.ZipFile(path)
         members = [n for n in archive.namelist() if n.endswith(".txt") and "/" not in n]
         if len(members) != 1:
@@ -106,6 +108,13 @@ def decode_lines(handle: Iterable[bytes], name: str) -> Iterator[str]:
 def read_lines(path: Path) -> Iterator[str]:
     """Yield the lines of a (possibly compressed) UTF-8 text file without their line ends."""
     with open_binary(path) as handle:
+        yield from decode_lines(handle, str(path))
+
+
+def read_own_lines(path: Path) -> Iterator[str]:
+    """The lines of a plain UTF-8 file attnmt wrote itself (not sniffed for compression: a
+    staged sentence may well begin with "BZh")."""
+    with open(path, "rb") as handle:
         yield from decode_lines(handle, str(path))
 
 
@@ -167,7 +176,7 @@ class StagedPairs:
 
     def lines(self) -> Iterator[tuple[str, str]]:
         """The staged (English, Chinese) pairs, read back in order."""
-        return zip(read_lines(self.en_path), read_lines(self.zh_path), strict=True)
+        return zip(read_own_lines(self.en_path), read_own_lines(self.zh_path), strict=True)
 
 
 def stage_pairs(

@@ -231,7 +231,7 @@ def _train_tokenizers(
     """Train the SentencePiece model(s) on the train split only; return them by language."""
 
     def train_lines(lang: str) -> Iterator[str]:
-        return corpus.read_lines(folder / f".train.{lang}")
+        return corpus.read_own_lines(folder / f".train.{lang}")
 
     langs = (cfg.src_lang, cfg.tgt_lang)
     sizes = {
@@ -287,7 +287,7 @@ def _encode_and_write(
                 for lang in langs
             ]
             staged = zip(
-                *(corpus.read_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
+                *(corpus.read_own_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
             )
             counts[split] = 0
             for chunk in _chunks(staged, ENCODE_CHUNK):

@@ -7,6 +7,7 @@ from attnmt.config import to_dataclass
 from attnmt.data import corpus
 from attnmt.data.ids import TokenIds
 from attnmt.data.prepare import DataConfig, prepare_dataset
+from attnmt.data.split import SPLITS
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError, DataError
 from tests.conftest import compose_config, plain, small_data_overrides
@@ -160,3 +161,15 @@ def test_given_splits_are_kept_as_they_are(small_corpus, tmp_path):
         assert manifest["counts"][split] == len(clean)
     with pytest.raises(DataError, match=r"missing/train.en: file not found"):
         prepare_dataset(data_config([*overrides, f"data.split_dir={tmp_path / 'missing'}"]))
+
+
+def test_a_sentence_that_looks_like_a_compressed_file_is_just_text(small_corpus, tmp_path):
+    # A corpus, or a staging file read back, that begins with "BZh" (bzip2's first bytes) but
+    # not with a bzip2 block is plain text.
+    corpus_file = tmp_path / "bzh.txt"
+    first = "BZh9 is how a bzip2 file begins.\t这是bzip2文件的开头。\tattribution\n"
+    corpus_file.write_text(first + small_corpus.read_text(encoding="utf-8"), encoding="utf-8")
+    folder, manifest, _ = prepare_dataset(data_config(small_data_overrides(corpus_file, tmp_path)))
+    assert manifest["read"] == 1201
+    texts = "".join((folder / f"{split}.en").read_text(encoding="utf-8") for split in SPLITS)
+    assert "BZh9 is how a bzip2 file begins.\n" in texts
