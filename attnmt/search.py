@@ -110,8 +110,9 @@ def beam_search(
     """The best `n_best` (<= beam_size) hypotheses of every sentence, best first, for a whole
     batch at once.
 
-    All K beams of all B sentences step together as B*K rows. At each step the 2K best
-    extensions of each sentence are ranked: those among the first K that end (EOS, or the
+    All K beams of all B sentences step together as B*K rows (one row each at the first step,
+    where every beam would be the same). At each step the 2K best extensions of each sentence
+    are ranked: those among the first K that end (EOS, or the
     sentence's length limit) are finished, scored log P / length_penalty; the first K that do
     not end carry on. A sentence stops, and its rows leave the batch, at its length limit or
     once it has `n_best` finished hypotheses and its best running one, were it to end at the
@@ -121,13 +122,11 @@ def beam_search(
     k, device = beam_size, source.device
     _, state = model.encode(source, source_lengths)
     batch = source.size(0)
-    state = state.select(torch.arange(batch, device=device).repeat_interleave(k))
-    scores = torch.full((batch, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # at the start every beam is the same: expand only one
-    tokens = torch.empty((batch, k, 0), dtype=torch.long, device=device)
-    attention = source.new_empty((batch, k, 0, source.size(1)), dtype=torch.float)
-    previous = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
-    active = torch.arange(batch, device=device)  # the sentence of each group of K rows
+    scores = torch.zeros((batch, 1), device=device)  # (sentences, beams): 1 beam to start
+    tokens = torch.empty((batch, 1, 0), dtype=torch.long, device=device)
+    attention = source.new_empty((batch, 1, 0, source.size(1)), dtype=torch.float)
+    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    active = torch.arange(batch, device=device)  # the sentence of each group of beams
     limits = limits.to(device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     n_best = min(n_best, k)
@@ -135,16 +134,16 @@ def beam_search(
     rank = torch.arange(2 * k, device=device)
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, state)
-        n = active.numel()
+        n, width = scores.shape
         # The best 2K of the K x V extensions are among each beam's own best 2K words, so
         # rank 2K per beam, then 2K of those K x 2K.
-        log_probs, beam_words = logits.float().log_softmax(-1).topk(2 * k, dim=-1)  # (nK, 2K)
-        candidates = (scores.view(n * k, 1) + log_probs).view(n, 2 * k * k)
+        log_probs, beam_words = logits.float().log_softmax(-1).topk(2 * k, dim=-1)  # (n*width, 2K)
+        candidates = (scores.view(n * width, 1) + log_probs).view(n, width * 2 * k)
         top_scores, top_ids = candidates.topk(2 * k, dim=-1)  # (n, 2K)
-        origin, words = top_ids // (2 * k), beam_words.view(n, 2 * k * k).gather(1, top_ids)
+        origin, words = top_ids // (2 * k), beam_words.view(n, -1).gather(1, top_ids)
         at_limit = limits[active] <= t + 1  # (n,)
         ends = (words == EOS_ID) | at_limit.unsqueeze(1)
-        rows = torch.arange(n, device=device).unsqueeze(1) * k + origin  # (n, 2K) flat rows
+        rows = torch.arange(n, device=device).unsqueeze(1) * width + origin  # (n, 2K) flat rows
         if keep_attention:
             steps = torch.cat([attention.flatten(0, 1)[rows], weights[rows].unsqueeze(2)], 2)
         final = ends & (rank < k)  # (n, 2K) candidates that finish now
@@ -175,7 +174,7 @@ def beam_search(
         if done.all():
             break
         going = (~done).nonzero().squeeze(1)
-        if len(going) < n:  # sentences left: their rows leave the batch
+        if len(going) < n or width < k:  # sentences left, or the first step's rows grow to K
             active, scores, tokens = active[going], scores[going], tokens[going]
             attention, chosen_rows = attention[going], chosen_rows[going]
             state = state.select(chosen_rows.flatten())
