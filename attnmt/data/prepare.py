@@ -334,10 +334,19 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     key, route the text to per-split files, train SentencePiece, then encode a chunk at a time.
     """
     report = corpus.CleaningReport()
+    log.info("reading and normalising %s", ", ".join(map(str, paths)))
     staged = corpus.stage_pairs(_raw_parts(cfg, paths), folder, report)
     codes = _split_codes(cfg, staged, paths, report)
     _write_split_text(staged, codes, folder)
-    models = _train_tokenizers(cfg, folder, int((codes == TRAIN).sum()))
+    sizes = [int((codes == code).sum()) for code in range(len(SPLITS))]
+    log.info(
+        "%s pairs read; split %s",
+        f"{report.read:,}",
+        ", ".join(f"{name} {size:,}" for name, size in zip(SPLITS, sizes, strict=True)),
+    )
+    log.info("training SentencePiece on the train split")
+    models = _train_tokenizers(cfg, folder, sizes[TRAIN])
+    log.info("tokenising")
     counts = _encode_and_write(cfg, models, folder, report)
     for staging in folder.glob(".*"):
         staging.unlink()
