@@ -58,9 +58,10 @@ def train_sentencepiece(
             minloglevel=2,
         )
     except RuntimeError as error:
+        sampled = f" (a sample of {max_sentences:,})" if count > max_sentences else ""
         raise DataError(
             f"{size_key}={vocab_size}: SentencePiece cannot build this vocabulary from "
-            f"{count:,} training sentences: {error}"
+            f"{count:,} training sentences{sampled}: {error}"
         ) from None
     model_file.write_bytes(model.getvalue())
 

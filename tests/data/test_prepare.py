@@ -173,3 +173,21 @@ def test_a_sentence_that_looks_like_a_compressed_file_is_just_text(small_corpus,
     assert manifest["read"] == 1201
     texts = "".join((folder / f"{split}.en").read_text(encoding="utf-8") for split in SPLITS)
     assert "BZh9 is how a bzip2 file begins.\n" in texts
+
+
+def test_sentencepiece_samples_only_beyond_max_sentences(small_corpus, tmp_path):
+    def model_bytes(name, *extra):
+        overrides = [
+            *small_data_overrides(small_corpus, tmp_path / name),
+            "data.vocab.src_size=800",
+            *extra,
+        ]
+        folder, manifest, _ = prepare_dataset(data_config(overrides))
+        return (folder / "spm.en.model").read_bytes(), manifest
+
+    whole, manifest = model_bytes("whole")
+    assert manifest["counts"]["train"] > 900
+    # a cap above the training sentences leaves the model byte for byte as it was
+    assert model_bytes("roomy", "data.vocab.max_sentences=100000")[0] == whole
+    sampled, manifest = model_bytes("sampled", "data.vocab.max_sentences=900")
+    assert sampled != whole and manifest["vocab"]["en"]["size"] == 600
