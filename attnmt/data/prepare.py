@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import tempfile
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ import numpy as np
 from sentencepiece import SentencePieceProcessor
 
 from attnmt.config import to_dict
-from attnmt.data import corpus
+from attnmt.data import corpus, sources
 from attnmt.data.ids import IdsWriter
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
@@ -101,77 +100,6 @@ class DataConfig:
 def spm_model_name(cfg: DataConfig, lang: str) -> str:
     """The file name of the SentencePiece model that tokenises `lang`."""
     return "spm.joint.model" if cfg.vocab.joint else f"spm.{lang}.model"
-
-
-# ---------------------------------------------------------------- inputs
-
-
-def _download(cfg: DataConfig, raw_path: Path) -> None:
-    """Fetch the corpus from `data.url` to `raw_path`; a failure says how to place it by hand."""
-    hint = (
-        f"download {cfg.url} by hand, unzip it, and put its .txt file at {raw_path} "
-        f"(or pass data.raw_path=PATH to a copy you already have)"
-    )
-    if not cfg.url:
-        raise DataError(f"{raw_path}: corpus file not found and data.url is not set; {hint}")
-    log.info("downloading %s", cfg.url)
-    raw_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=raw_path.parent) as tmp:
-        archive = Path(tmp) / "download"
-        try:
-            request = urllib.request.Request(cfg.url, headers={"User-Agent": "attnmt"})
-            with urllib.request.urlopen(request, timeout=60) as response:
-                archive.write_bytes(response.read())
-        except OSError as error:
-            raise DataError(
-                f"{raw_path}: corpus file not found and download failed ({error}); {hint}"
-            ) from None
-        text = Path(tmp) / "corpus.txt"
-        with corpus.open_binary(archive) as source, open(text, "wb") as target:
-            shutil.copyfileobj(source, target)
-        os.replace(text, raw_path)
-
-
-def input_files(cfg: DataConfig) -> list[Path]:
-    """The raw input files of this config, downloading the default corpus when it is absent."""
-    if cfg.source == "splits":
-        if not cfg.split_dir:
-            raise ConfigError("data.split_dir is required when data.source=splits")
-        paths = [
-            Path(cfg.split_dir) / f"{split}.{lang}" for split in SPLITS for lang in ("en", "zh")
-        ]
-        for path in paths:
-            if not path.is_file():
-                raise DataError(
-                    f"{path}: file not found (data.split_dir holds {{train,dev,test}}.{{en,zh}})"
-                )
-        return paths
-    if cfg.source == "files":
-        paths = []
-        for key in ("en_path", "zh_path"):
-            value = getattr(cfg, key)
-            if not value:
-                raise ConfigError(f"data.{key} is required when data.source=files")
-            path = Path(value)
-            if not path.is_file():
-                raise DataError(f"{path}: file not found (set by data.{key})")
-            paths.append(path)
-        return paths
-    if not cfg.raw_path:
-        raise ConfigError("data.raw_path is required when data.source=tatoeba")
-    raw_path = Path(cfg.raw_path)
-    if not raw_path.is_file():
-        _download(cfg, raw_path)
-    return [raw_path]
-
-
-def _raw_parts(cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
-    """The raw (English, Chinese) pairs of each input: the three given splits, or one corpus."""
-    if cfg.source == "splits":  # paths: train.en, train.zh, dev.en, dev.zh, test.en, test.zh
-        return [corpus.read_aligned(*paths[i : i + 2]) for i in (0, 2, 4)]
-    if cfg.source == "files":
-        return [corpus.read_aligned(paths[0], paths[1])]
-    return [corpus.read_tatoeba(paths[0])]
 
 
 def _split_codes(
@@ -335,7 +263,7 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     """
     report = corpus.CleaningReport()
     log.info("reading and normalising %s", ", ".join(map(str, paths)))
-    staged = corpus.stage_pairs(_raw_parts(cfg, paths), folder, report)
+    staged = corpus.stage_pairs(sources.raw_parts(cfg, paths), folder, report)
     codes = _split_codes(cfg, staged, paths, report)
     _write_split_text(staged, codes, folder)
     sizes = [int((codes == code).sum()) for code in range(len(SPLITS))]
@@ -374,22 +302,14 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     }
 
 
-def _check_hash(cfg: DataConfig, paths: list[Path], hashes: list[str]) -> None:
-    if cfg.sha256 and cfg.source == "tatoeba" and hashes[0] != cfg.sha256:
-        raise DataError(
-            f"{paths[0]}: sha256 is {hashes[0]}, data.sha256 expects {cfg.sha256}; "
-            "pass data.sha256=null to use a different version of the corpus"
-        )
-
-
 def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
     """Build the processed folder of `cfg` unless it is up to date.
 
     Returns the folder, its manifest, and whether it was (re)built.
     """
-    paths = input_files(cfg)
+    paths = sources.input_files(cfg)
     hashes = [corpus.sha256_of(p) for p in paths]
-    _check_hash(cfg, paths, hashes)
+    sources.check_sha256(cfg, paths, hashes)
     folder = cfg.folder
     manifest_path = folder / "manifest.json"
     if manifest_path.is_file():
