@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from sentencepiece import SentencePieceProcessor
 
-from attnmt.data.corpus import normalize, sha256_of
+from attnmt.data.corpus import chunks, normalize, sha256_of
 from attnmt.data.dataset import chunk_by_tokens, pad
 from attnmt.data.tokenizer import EOS_ID, load_sentencepiece
 from attnmt.errors import CheckpointError
@@ -21,6 +21,8 @@ from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.train.checkpoint import load_checkpoint
 
 log = logging.getLogger(__name__)
+
+BLOCK_LINES = 10_000  # input lines sorted by length and translated together
 
 
 @dataclass(frozen=True)
@@ -136,18 +138,20 @@ def translate_lines(
     device: torch.device,
     max_input_length: int,
     keep_attention: bool = False,
+    first_line: int = 1,
 ) -> list[Translation]:
-    """Translate raw text lines (normalised as in training); an empty line gives no output."""
+    """Translate raw text lines (normalised as in training); an empty line gives no output.
+    `first_line` is the number of lines[0] in the input, for warnings."""
     pieces = [
         loaded.source_sp.encode(normalize(line, loaded.src_lang), out_type=int) for line in lines
     ]
     truncated = [len(p) > max_input_length for p in pieces]
-    for number, cut in enumerate(truncated, start=1):
+    for i, cut in enumerate(truncated):
         if cut:
             log.warning(
                 "line %d: %d pieces, truncated to %d (max_input_length)",
-                number,
-                len(pieces[number - 1]),
+                first_line + i,
+                len(pieces[i]),
                 max_input_length,
             )
     filled = [i for i, p in enumerate(pieces) if p]
@@ -161,14 +165,41 @@ def translate_lines(
     return results
 
 
-def write_translations(results: Sequence[Translation], out: TextIO, n_best: int) -> None:
-    """One line per input; with n_best > 1, 'line ||| text ||| score' rows, best first."""
-    for number, result in enumerate(results):
+def write_translations(
+    results: Sequence[Translation], out: TextIO, n_best: int, first: int = 0
+) -> None:
+    """One line per input; with n_best > 1, 'line ||| text ||| score' rows, best first, lines
+    counted from `first` (0 for the first input line)."""
+    for number, result in enumerate(results, start=first):
         if n_best == 1:
             out.write(result.texts[0] + "\n")
             continue
         for text, hypothesis in zip(result.texts, result.hypotheses, strict=False):
             out.write(f"{number} ||| {text} ||| {hypothesis.score:.4f}\n")
+
+
+def translate_stream(
+    loaded: LoadedModel,
+    lines: Iterable[str],
+    search: SearchConfig,
+    device: torch.device,
+    max_input_length: int,
+    out: TextIO,
+    n_best: int,
+    keep: bool = False,
+) -> list[Translation]:
+    """Translate `lines` a block of BLOCK_LINES at a time, writing each block's translations
+    before reading the next, so an input of any size streams through. Returns the translations
+    (with their attention) only when `keep`."""
+    kept: list[Translation] = []
+    done = 0
+    for block in chunks(lines, BLOCK_LINES):
+        results = translate_lines(loaded, block, search, device, max_input_length, keep, done + 1)
+        write_translations(results, out, n_best, done)
+        done += len(block)
+        if keep:
+            kept.extend(results)
+    return kept
 
 
 def save_attention(results: Sequence[Translation], loaded: LoadedModel, path: Path) -> None:

@@ -68,3 +68,27 @@ def test_file_input_gives_one_line_per_line(trained_run, tmp_path, beam):
     source.write_text("我很好。\n你好！\n走开！\n", encoding="utf-8")
     result = translate(trained_run, f"input={source}", f"beam_size={beam}")
     assert result.returncode == 0 and len(result.stdout.decode().splitlines()) == 3
+
+
+def test_a_stream_in_blocks_gives_what_one_block_gives(trained_run, monkeypatch, caplog):
+    import io
+
+    import torch
+
+    from attnmt import translate as library
+
+    loaded = library.load_model(trained_run / "best.pt", torch.device("cpu"))
+    search = library.SearchConfig(beam_size=3, n_best=2)
+    lines = ["我很好。", "", "你好！", "我" * 60, "他走了。", "我很好。", "好。"]
+
+    def run(block_lines):
+        monkeypatch.setattr(library, "BLOCK_LINES", block_lines)
+        out = io.StringIO()
+        library.translate_stream(loaded, iter(lines), search, torch.device("cpu"), 50, out, 2)
+        return out.getvalue()
+
+    whole = run(100)
+    with caplog.at_level("WARNING"):
+        assert run(3) == whole  # n-best rows keep their input line numbers across blocks
+    assert "line 4: 60 pieces" in caplog.text
+    assert [row.split(" ||| ")[0] for row in whole.splitlines()][-2:] == ["6", "6"]

@@ -16,6 +16,7 @@ from attnmt.translate import (
     plot_attention,
     save_attention,
     translate_lines,
+    translate_stream,
     write_translations,
 )
 
@@ -37,9 +38,6 @@ def run(cfg: DictConfig) -> None:
     )
     keep_attention = bool(cfg.attention or cfg.plot)
 
-    def translate(lines: list[str]) -> list:
-        return translate_lines(loaded, lines, search, device, cfg.max_input_length, keep_attention)
-
     with contextlib.ExitStack() as stack:
         out = (
             stack.enter_context(open(cfg.output, "w", encoding="utf-8"))
@@ -48,15 +46,19 @@ def run(cfg: DictConfig) -> None:
         )
         if cfg.input is None and sys.stdin.isatty():  # interactive: a line in, a line out
             print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
-            for line in sys.stdin:
-                write_translations(translate([line.rstrip("\n")]), out, cfg.n_best)
+            for number, line in enumerate(sys.stdin):
+                results = translate_lines(
+                    loaded, [line.rstrip("\n")], search, device, cfg.max_input_length
+                )
+                write_translations(results, out, cfg.n_best, number)
                 out.flush()
             return
         source = (
             read_lines(Path(cfg.input)) if cfg.input else decode_lines(sys.stdin.buffer, "<stdin>")
         )
-        results = translate(list(source))
-        write_translations(results, out, cfg.n_best)
+        results = translate_stream(
+            loaded, source, search, device, cfg.max_input_length, out, cfg.n_best, keep_attention
+        )
     if cfg.attention:
         save_attention(results, loaded, Path(cfg.attention))
     if cfg.plot:

@@ -26,12 +26,14 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from attnmt.errors import DataError
 
 LANGUAGES = ("en", "zh")
+T = TypeVar("T")
 
 _FULL_WIDTH = {",": "，", "!": "！", "?": "？", ";": "；", ":": "：", "(": "（", ")": "）"}
 # An ASCII mark that is not between two digits.
@@ -109,6 +111,13 @@ def read_lines(path: Path) -> Iterator[str]:
     """Yield the lines of a (possibly compressed) UTF-8 text file without their line ends."""
     with open_binary(path) as handle:
         yield from decode_lines(handle, str(path))
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive lists of `size` items (the last one shorter): a stream, a block at a time."""
+    items = iter(items)
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk
 
 
 def read_own_lines(path: Path) -> Iterator[str]:

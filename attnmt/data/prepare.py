@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -20,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from sentencepiece import SentencePieceProcessor
@@ -36,7 +35,6 @@ from attnmt.errors import ConfigError, DataError
 PIPELINE_VERSION = 1
 
 ENCODE_CHUNK = 10_000  # pairs tokenised at a time
-T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +216,7 @@ def _encode_and_write(
                 *(corpus.read_own_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
             )
             counts[split] = 0
-            for chunk in _chunks(staged, ENCODE_CHUNK):
+            for chunk in corpus.chunks(staged, ENCODE_CHUNK):
                 sides = list(zip(*chunk, strict=True))  # (source sentences, target sentences)
                 encoded = [
                     models[lang].encode(list(side)) for lang, side in zip(langs, sides, strict=True)
@@ -236,12 +234,6 @@ def _encode_and_write(
                 f"(data.max_length={cfg.max_length}, data.max_ratio={cfg.max_ratio})"
             )
     return counts
-
-
-def _chunks(items: Iterator[T], size: int) -> Iterator[list[T]]:
-    """Consecutive lists of `size` items (the last one shorter)."""
-    while chunk := list(itertools.islice(items, size)):
-        yield chunk
 
 
 def _passes_length_rules(
