@@ -84,25 +84,8 @@ class Trainer:
         set_threads(self.cfg.threads)
         torch.use_deterministic_algorithms(self.cfg.deterministic)
         seed_everything(self.cfg.seed)
-        if not self.ranks.main:  # rank 0 builds the dataset; the others then find it ready
-            distributed.barrier()
-        self.folder, manifest, _ = prepare_dataset(self.data_cfg)
-        if self.ranks.main:
-            distributed.barrier()
+        vocab = self._open_data()
         src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
-        self.train_data = ParallelData(self.folder, "train", src, tgt)
-        self.dev_data = ParallelData(self.folder, "dev", src, tgt)
-        self.tokenizers = {
-            lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
-        }
-        # The models never change during a run: hash them once, for every checkpoint.
-        self.tokenizer_hashes = {
-            lang: {"path": str(p.resolve()), "sha256": sha256_of(p)}
-            for lang, p in self.tokenizers.items()
-        }
-        self.source_sp = load_sentencepiece(self.tokenizers[src])
-        self.target_sp = load_sentencepiece(self.tokenizers[tgt])
-        vocab = manifest["vocab"]
         self.model: Seq2Seq = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(
             self.device
         )
@@ -141,6 +124,29 @@ class Trainer:
         self._resume()
 
     # ------------------------------------------------------------ setup
+
+    def _open_data(self) -> dict[str, Any]:
+        """Prepare the dataset (rank 0 builds it, the others wait and find it ready), open its
+        train and dev splits and tokenizers; return the manifest's vocabulary sizes."""
+        if not self.ranks.main:
+            distributed.barrier()
+        self.folder, manifest, _ = prepare_dataset(self.data_cfg)
+        if self.ranks.main:
+            distributed.barrier()
+        src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
+        self.train_data = ParallelData(self.folder, "train", src, tgt)
+        self.dev_data = ParallelData(self.folder, "dev", src, tgt)
+        self.tokenizers = {
+            lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
+        }
+        # The models never change during a run: hash them once, for every checkpoint.
+        self.tokenizer_hashes = {
+            lang: {"path": str(p.resolve()), "sha256": sha256_of(p)}
+            for lang, p in self.tokenizers.items()
+        }
+        self.source_sp = load_sentencepiece(self.tokenizers[src])
+        self.target_sp = load_sentencepiece(self.tokenizers[tgt])
+        return manifest["vocab"]
 
     def _amp_dtype(self) -> torch.dtype | None:
         if not self.cfg.amp or self.device.type != "cuda":
@@ -426,17 +432,7 @@ class Trainer:
                 bar.update(1)
                 if p.step % c.log_every == 0:
                     speed = window_tokens / max(window_seconds, 1e-9)
-                    self._record(
-                        {
-                            "kind": "train",
-                            "step": p.step,
-                            "epoch": p.epoch,
-                            "loss": loss,
-                            "lr": lr,
-                            "tokens_per_s": round(speed),
-                            "padding": self._padding(batches),
-                        }
-                    )
+                    self._log_train(loss, lr, speed, batches)
                     bar.set_postfix(
                         loss=f"{loss:.3f}",
                         tok_s=f"{speed:,.0f}",
@@ -459,6 +455,21 @@ class Trainer:
         bar.close()
         self._save("last.pt")
         return reason
+
+    def _log_train(self, loss: float, lr: float, speed: float, batches: list[Batch]) -> None:
+        """A metrics.jsonl line for the logging window that ends at this step."""
+        p = self.progress
+        self._record(
+            {
+                "kind": "train",
+                "step": p.step,
+                "epoch": p.epoch,
+                "loss": loss,
+                "lr": lr,
+                "tokens_per_s": round(speed),
+                "padding": self._padding(batches),
+            }
+        )
 
     def _expected_steps(self) -> int | None:
         """The step count the bar counts to (for its ETA): max_steps, or max_epochs' worth."""
