@@ -91,6 +91,21 @@ def _finish(
         finished[sentences[m]].append(Hypothesis(ids, scores[m] / penalty, kept))
 
 
+def best_extensions(logits: Tensor, scores: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The `count` best one-word extensions of each sentence's beams, best first.
+
+    logits (n * W, V) of the next word for W beams of n sentences; scores (n, W) the beams' log
+    P. An extension scores log P(beam) + log P(word | beam). The best `count` of the W x V are
+    among each beam's own best `count` words, so rank those per beam, then across the beams.
+    Returns their scores, the beam each extends (origin) and the word, each (n, count).
+    """
+    n, width = scores.shape
+    log_probs, beam_words = logits.float().log_softmax(-1).topk(count, dim=-1)  # (n * W, count)
+    candidates = (scores.view(n * width, 1) + log_probs).view(n, width * count)
+    top_scores, top_ids = candidates.topk(count, dim=-1)
+    return top_scores, top_ids // count, beam_words.view(n, -1).gather(1, top_ids)
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's length penalty ((5 + length) / 6)^alpha; scores are divided by it."""
     return ((5 + length) / 6) ** alpha
@@ -135,12 +150,7 @@ def beam_search(
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, state)
         n, width = scores.shape
-        # The best 2K of the K x V extensions are among each beam's own best 2K words, so
-        # rank 2K per beam, then 2K of those K x 2K.
-        log_probs, beam_words = logits.float().log_softmax(-1).topk(2 * k, dim=-1)  # (n*width, 2K)
-        candidates = (scores.view(n * width, 1) + log_probs).view(n, width * 2 * k)
-        top_scores, top_ids = candidates.topk(2 * k, dim=-1)  # (n, 2K)
-        origin, words = top_ids // (2 * k), beam_words.view(n, -1).gather(1, top_ids)
+        top_scores, origin, words = best_extensions(logits, scores, 2 * k)  # each (n, 2K)
         at_limit = limits[active] <= t + 1  # (n,)
         ends = (words == EOS_ID) | at_limit.unsqueeze(1)
         rows = torch.arange(n, device=device).unsqueeze(1) * width + origin  # (n, 2K) flat rows

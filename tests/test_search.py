@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnmt.data.tokenizer import EOS_ID
-from attnmt.search import beam_search, greedy, max_lengths
+from attnmt.search import beam_search, best_extensions, greedy, max_lengths
 from tests.model.test_seq2seq import batch, tiny_model
 
 
@@ -68,3 +68,14 @@ def test_stopping_at_the_first_best_hypothesis_is_exact_without_penalty(eos_bias
     assert all(len(h) == 1 for h in one) and all(len(h) == 5 for h in five)
     assert [h[0].ids for h in one] == [h[0].ids for h in five]
     assert [h[0].score for h in one] == pytest.approx([h[0].score for h in five])
+
+
+def test_best_extensions_match_ranking_every_beam_and_word():
+    torch.manual_seed(0)
+    n, width, vocab, count = 2, 3, 7, 4
+    logits, scores = torch.randn(n * width, vocab), torch.randn(n, width)
+    top_scores, origin, words = best_extensions(logits, scores, count)
+    every = (scores.unsqueeze(-1) + logits.log_softmax(-1).view(n, width, vocab)).view(n, -1)
+    expected_scores, expected_ids = every.topk(count, dim=-1)
+    assert torch.allclose(top_scores, expected_scores)
+    assert torch.equal(origin, expected_ids // vocab) and torch.equal(words, expected_ids % vocab)
