@@ -258,6 +258,8 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     staged = corpus.stage_pairs(sources.raw_parts(cfg, paths), folder, report)
     codes = _split_codes(cfg, staged, paths, report)
     _write_split_text(staged, codes, folder)
+    staged.en_path.unlink()  # routed to the splits: a copy of the corpus less on disk
+    staged.zh_path.unlink()
     sizes = [int((codes == code).sum()) for code in range(len(SPLITS))]
     log.info(
         "%s pairs read; split %s",
