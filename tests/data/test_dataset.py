@@ -3,7 +3,7 @@
 import numpy as np
 
 from attnmt.config import to_dataclass
-from attnmt.data.dataset import ParallelData, chunk_by_tokens
+from attnmt.data.dataset import ParallelData, chunk_by_tokens, pad
 from attnmt.data.prepare import DataConfig, prepare_dataset
 from attnmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tests.conftest import compose_config, plain, small_data_overrides
@@ -35,3 +35,10 @@ def test_epoch_batches_cover_every_pair_once_reproducibly(small_corpus, tmp_path
     lengths = (batch.target != PAD_ID).sum(1)
     assert (batch.target[range(len(lengths)), lengths - 1] == EOS_ID).all()
     assert lengths.tolist() == sorted(lengths.tolist(), reverse=True)
+
+
+def test_pad_places_each_sentence_with_its_bos_and_eos():
+    sentences = [np.array([5, 6, 7], dtype=np.uint16), np.array([], dtype=np.uint16), np.array([9])]
+    assert pad(sentences, 2, 3).tolist() == [[2, 5, 6, 7, 3], [2, 3, 0, 0, 0], [2, 9, 3, 0, 0]]
+    assert pad(sentences, None, 3).tolist() == [[5, 6, 7, 3], [3, 0, 0, 0], [9, 3, 0, 0]]
+    assert pad(sentences, 2, None).tolist() == [[2, 5, 6, 7], [2, 0, 0, 0], [2, 9, 0, 0]]
