@@ -11,7 +11,7 @@ ARGS ?=
 # The checkpoint make evaluate scores: the best of the newest run under outputs/.
 CKPT ?= $(lastword $(sort $(wildcard outputs/*/*/best.pt)))
 
-.PHONY: install data train evaluate compare test lint format bench clean
+.PHONY: install data train evaluate compare test lint format bench scale clean
 
 install: $(VENV)/.installed
 
@@ -52,6 +52,9 @@ format: install
 
 bench: install
 	$(BIN)/python scripts/benchmark.py $(ARGS)
+
+scale: install
+	$(BIN)/python scripts/measure_scale.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) outputs multirun data/processed

@@ -246,6 +246,20 @@ def _passes_length_rules(
     return rule is None
 
 
+def _stage_and_split(
+    cfg: DataConfig, paths: list[Path], folder: Path, report: corpus.CleaningReport
+) -> list[int]:
+    """Stage the clean pairs, split them, and write each split's text to folder/.{split}.{lang};
+    return the pair count of each split. The keys are freed on return, before SentencePiece."""
+    log.info("reading and normalising %s", ", ".join(map(str, paths)))
+    staged = corpus.stage_pairs(sources.raw_parts(cfg, paths), folder, report)
+    codes = _split_codes(cfg, staged, paths, report)
+    _write_split_text(staged, codes, folder)
+    staged.en_path.unlink()  # routed to the splits: a copy of the corpus less on disk
+    staged.zh_path.unlink()
+    return [int((codes == code).sum()) for code in range(len(SPLITS))]
+
+
 def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) -> dict[str, Any]:
     """Write the whole processed dataset into `folder` (a fresh temporary folder).
 
@@ -254,13 +268,7 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     key, route the text to per-split files, train SentencePiece, then encode a chunk at a time.
     """
     report = corpus.CleaningReport()
-    log.info("reading and normalising %s", ", ".join(map(str, paths)))
-    staged = corpus.stage_pairs(sources.raw_parts(cfg, paths), folder, report)
-    codes = _split_codes(cfg, staged, paths, report)
-    _write_split_text(staged, codes, folder)
-    staged.en_path.unlink()  # routed to the splits: a copy of the corpus less on disk
-    staged.zh_path.unlink()
-    sizes = [int((codes == code).sum()) for code in range(len(SPLITS))]
+    sizes = _stage_and_split(cfg, paths, folder, report)
     log.info(
         "%s pairs read; split %s",
         f"{report.read:,}",
