@@ -1,7 +1,7 @@
 """The corpus pipeline: raw corpus -> clean pairs -> leak-free splits -> SentencePiece -> ids.
 
 The processed folder (one per dataset and direction, `{processed_dir}/{name}.{src}-{tgt}`) holds
-`{split}.{lang}` text files, the SentencePiece models, the ids (see `dataset.py`) and
+`{split}.{lang}` text files, the SentencePiece models, the ids (see `ids.py`) and
 `manifest.json`. It is built in a temporary sibling folder and renamed into place, so a folder
 with a manifest is always complete; a rerun whose config and input hash to the manifest's
 fingerprint does nothing.
