@@ -127,12 +127,11 @@ def beam_search(
 
     All K beams of all B sentences step together as B*K rows (one row each at the first step,
     where every beam would be the same). At each step the 2K best extensions of each sentence
-    are ranked: those among the first K that end (EOS, or the
-    sentence's length limit) are finished, scored log P / length_penalty; the first K that do
-    not end carry on. A sentence stops, and its rows leave the batch, at its length limit or
-    once it has `n_best` finished hypotheses and its best running one, were it to end at the
-    next step, would not beat the n-th of them (exact for alpha=0, where log P only falls; the
-    usual early stop otherwise).
+    are ranked: those among the first K that end (EOS, or the sentence's length limit) are
+    finished, scored log P / length_penalty; the first K that do not end carry on. A sentence
+    stops, and its rows leave the batch, at its length limit or once it has `n_best` finished
+    hypotheses and its best running one, were it to end at the next step, would not beat the
+    n-th of them (exact for alpha=0, where log P only falls; the usual early stop otherwise).
     """
     k, device = beam_size, source.device
     _, state = model.encode(source, source_lengths)

@@ -91,6 +91,7 @@ def raw_parts(cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, st
 
 
 def check_sha256(cfg: DataConfig, paths: list[Path], hashes: list[str]) -> None:
+    """Refuse a default corpus whose sha256 is not the one `data.sha256` names."""
     if cfg.sha256 and cfg.source == "tatoeba" and hashes[0] != cfg.sha256:
         raise DataError(
             f"{paths[0]}: sha256 is {hashes[0]}, data.sha256 expects {cfg.sha256}; "

@@ -38,13 +38,13 @@ def group_pairs(*keys: np.ndarray) -> np.ndarray:
     sharing = []  # per side: the pairs sorted by key, and where each key's run starts
     for side in keys:
         order = np.argsort(side, kind="stable")
-        starts = np.flatnonzero(np.r_[True, side[order][1:] != side[order][:-1]])
+        ordered = side[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
         sharing.append((order, starts, np.diff(np.r_[starts, count])))
     while True:
-        previous = label
+        previous = label.copy()
         for order, starts, sizes in sharing:
             smallest = np.minimum.reduceat(label[order], starts)
-            label = label.copy()
             label[order] = np.minimum(label[order], np.repeat(smallest, sizes))
         label = label[label]
         if np.array_equal(label, previous):
