@@ -1,7 +1,8 @@
-"""Where computation runs: the device and the CPU thread count."""
+"""Where computation runs: the device, the CPU thread count, and how freed memory is kept."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 import torch
@@ -24,3 +25,27 @@ def pick_device(name: str, key: str) -> torch.device:
 def set_threads(threads: int | None) -> None:
     """Use `threads` CPU threads (None: all cores)."""
     torch.set_num_threads(threads or os.cpu_count() or 1)
+
+
+# glibc's mallopt parameters (malloc.h), and the size up to which freed blocks are kept.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+KEEP_FREED_BYTES = 1 << 30
+
+
+def keep_freed_memory() -> None:
+    """Let the C allocator reuse freed tensor memory instead of handing it back to the OS.
+
+    glibc serves each block over 32 MB (a decoding step's logits, rows x vocabulary floats, or a
+    training batch's) with its own mmap and unmaps it when freed, so the next step's tensor of
+    the same size faults every page in again: a 40 MB log_softmax took 12 ms, 4.6 ms once its
+    memory was reused. Raising the mmap and trim thresholds keeps such blocks in the heap. On
+    the benchmark model: beam-5 decoding of 1,000 sentences 0.16 s faster, training 11-22% more
+    tokens/s; the price is heap fragmentation, peak RSS 972 -> 1,096 MB in training and 490-540
+    -> 540-550 MB in decoding. Where the C library has no mallopt nothing changes.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, TypeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BYTES)
+    mallopt(_M_TRIM_THRESHOLD, KEEP_FREED_BYTES)

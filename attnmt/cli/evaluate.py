@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from attnmt.cli.common import TOOLS_CONFIG_PATH, user_errors
 from attnmt.errors import ConfigError
 from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
-from attnmt.runtime import pick_device, set_threads
+from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.translate import SearchConfig, load_model
 
 
@@ -17,6 +17,7 @@ from attnmt.translate import SearchConfig, load_model
 @user_errors
 def main(cfg: DictConfig) -> None:
     set_threads(cfg.threads)
+    keep_freed_memory()
     device = pick_device(cfg.device, "device")
     checkpoint = Path(cfg.ckpt)
     loaded = load_model(checkpoint, device)

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from attnmt.cli.common import TOOLS_CONFIG_PATH, exit_now, user_errors
 from attnmt.data.corpus import decode_lines, read_lines
-from attnmt.runtime import pick_device, set_threads
+from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.translate import (
     SearchConfig,
     load_model,
@@ -31,6 +31,7 @@ def main(cfg: DictConfig) -> None:
 def run(cfg: DictConfig) -> None:
     """Translate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
+    keep_freed_memory()
     device = pick_device(cfg.device, "device")
     loaded = load_model(Path(cfg.ckpt), device)
     search = SearchConfig(

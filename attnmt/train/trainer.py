@@ -32,7 +32,7 @@ from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
 from attnmt.errors import AttnmtError, CheckpointError
 from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
 from attnmt.plot import attention_heatmap, learning_curve
-from attnmt.runtime import set_threads
+from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.train import checkpoint as ckpt
 from attnmt.train import distributed
 from attnmt.train.schedule import Schedule, build_optimizer
@@ -82,6 +82,7 @@ class Trainer:
         self.data_cfg = to_dataclass(DataConfig, config["data"], "data")
         self.ranks, self.device = distributed.start(self.cfg.device)
         set_threads(self.cfg.threads)
+        keep_freed_memory()
         torch.use_deterministic_algorithms(self.cfg.deterministic)
         seed_everything(self.cfg.seed)
         vocab = self._open_data()
