@@ -1,13 +1,15 @@
 """Every config option composes and becomes the object it describes."""
 
+import re
 import subprocess
 import sys
 
 import pytest
-from hydra import compose, initialize_config_module
 
+from attnmt.cli.common import tool_config
 from attnmt.config import to_dataclass
 from attnmt.data.prepare import DataConfig
+from attnmt.errors import ConfigError
 from attnmt.options import option_names
 from attnmt.train.state import TrainerConfig
 from tests.conftest import compose_config, plain, small_data_overrides
@@ -28,10 +30,30 @@ def test_trainer_defaults_build_a_trainer_config():
 
 
 @pytest.mark.parametrize("name", ["translate", "evaluate"])
-def test_tool_configs_compose_with_their_own_keys(name):
-    with initialize_config_module(config_module="attnmt.configs.tools", version_base="1.3"):
-        cfg = compose(config_name=name, overrides=["ckpt=x.pt"])
-    assert cfg.ckpt == "x.pt" and "encoder" not in cfg
+def test_tool_configs_take_key_value_arguments(name):
+    cfg = tool_config(name, ["ckpt=x.pt", "beam_size=3", "threads=null", "max_length_a=0"])
+    assert cfg.ckpt == "x.pt" and cfg.beam_size == 3 and cfg.threads is None
+    assert cfg.max_length_a == 0 and "encoder" not in cfg
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["ckpt=x.pt", "beam=3"], "no key 'beam'; its keys: ckpt, input"),
+        (["ckpt=x.pt", "beam_size"], "'beam_size' is not key=value"),
+        (["beam_size=3"], "attnmt-translate needs ckpt=..."),
+    ],
+)
+def test_tool_config_names_the_bad_argument(arguments, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        tool_config("translate", arguments)
+
+
+def test_tool_help_prints_the_commented_defaults(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        tool_config("translate", ["--help"])
+    assert exit_.value.code == 0
+    assert "beam_size: 5            # 1: greedy" in capsys.readouterr().out
 
 
 def test_prepare_cli_prints_the_summary_then_does_nothing(small_corpus, tmp_path):

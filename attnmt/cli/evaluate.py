@@ -3,19 +3,21 @@
 import json
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig
 
-from attnmt.cli.common import TOOLS_CONFIG_PATH, user_errors
+from attnmt.cli.common import run_tool
 from attnmt.errors import ConfigError
 from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.translate import SearchConfig, load_model
 
 
-@hydra.main(config_path=TOOLS_CONFIG_PATH, config_name="evaluate", version_base="1.3")
-@user_errors
-def main(cfg: DictConfig) -> None:
+def main() -> None:
+    run_tool("evaluate", run)
+
+
+def run(cfg: DictConfig) -> None:
+    """Evaluate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()
     device = pick_device(cfg.device, "device")

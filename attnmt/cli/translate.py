@@ -4,10 +4,9 @@ import contextlib
 import sys
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig
 
-from attnmt.cli.common import TOOLS_CONFIG_PATH, exit_now, user_errors
+from attnmt.cli.common import run_tool
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.translate import (
@@ -21,11 +20,8 @@ from attnmt.translate import (
 )
 
 
-@hydra.main(config_path=TOOLS_CONFIG_PATH, config_name="translate", version_base="1.3")
-@user_errors
-def main(cfg: DictConfig) -> None:
-    run(cfg)
-    exit_now()  # a short run's start-up and shutdown weigh as much as its decoding
+def main() -> None:
+    run_tool("translate", run)
 
 
 def run(cfg: DictConfig) -> None:
