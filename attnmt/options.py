@@ -7,11 +7,11 @@ class and one yaml file, and there is no registry to keep in step.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from attnmt.errors import ConfigError
@@ -33,18 +33,21 @@ def option_config(group: str, name: str) -> dict[str, Any]:
 
 
 def build(config: Mapping[str, Any], key: str, **runtime: Any) -> Any:
-    """Instantiate a `_target_` config; `runtime` adds what is known only now (sizes, modules).
+    """The object a `_target_` config names: its class called with the config's other keys
+    and `runtime`, what is known only now (sizes, modules).
 
     `key` is the config path of `config` (e.g. "attention"), named when a value is refused.
     """
-    if "_target_" not in config:
+    target = config.get("_target_")
+    if not isinstance(target, str):
         raise ConfigError(f"{key}: no _target_ naming the class to build")
+    module, _, name = target.rpartition(".")
     try:
-        return instantiate(dict(config), **runtime, _convert_="all")
-    except ConfigError:
-        raise
-    except Exception as error:  # Hydra wraps the class's own TypeError/ValueError
-        cause = error.__cause__ or error
-        if isinstance(cause, ConfigError):
-            raise cause from None
-        raise ConfigError(f"{key} ({config['_target_']}): {cause}") from None
+        cls = getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError, ValueError):
+        raise ConfigError(f"{key}._target_={target!r}: no such class") from None
+    arguments = {k: v for k, v in config.items() if k != "_target_"}
+    try:
+        return cls(**arguments, **runtime)
+    except (TypeError, ValueError) as error:  # an unknown key, or a value the class refuses
+        raise ConfigError(f"{key} ({target}): {error}") from None

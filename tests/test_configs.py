@@ -10,7 +10,7 @@ from attnmt.cli.common import tool_config
 from attnmt.config import to_dataclass
 from attnmt.data.prepare import DataConfig
 from attnmt.errors import ConfigError
-from attnmt.options import option_names
+from attnmt.options import build, option_names
 from attnmt.train.state import TrainerConfig
 from tests.conftest import compose_config, plain, small_data_overrides
 
@@ -85,3 +85,20 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
     assert result.returncode == 2
     assert f"error: {missing}: corpus file not found" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            {"_target_": "attnmt.model.attention.Nope"},
+            "attention._target_='attnmt.model.attention.Nope'",
+        ),
+        ({"_target_": "attnmt.nowhere.Dot"}, "no such class"),
+        ({"_target_": "attnmt.model.attention.DotAttention", "size": 3}, "keyword argument 'size'"),
+        ({"attn_dim": 3}, "attention: no _target_"),
+    ],
+)
+def test_build_names_the_key_of_a_bad_option(config, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build(config, "attention", query_dim=4, key_dim=4)
