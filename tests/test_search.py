@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnmt.data.tokenizer import EOS_ID
-from attnmt.search import beam_search, best_extensions, greedy, max_lengths
+from attnmt.search import beam_search, best_extensions, greedy, max_lengths, row_top_k
 from tests.model.test_seq2seq import batch, tiny_model
 
 
@@ -79,3 +79,14 @@ def test_best_extensions_match_ranking_every_beam_and_word():
     expected_scores, expected_ids = every.topk(count, dim=-1)
     assert torch.allclose(top_scores, expected_scores)
     assert torch.equal(origin, expected_ids // vocab) and torch.equal(words, expected_ids % vocab)
+
+
+@pytest.mark.parametrize("width", [4000, 4001, 30, 640])
+def test_row_top_k_in_blocks_equals_topk(width):
+    torch.manual_seed(width)
+    values = torch.randn(64, width)
+    values[0, ::37] = 10.0 + torch.arange(len(values[0, ::37]), dtype=torch.float)  # spread out
+    values[1, :12] = 20.0 + torch.arange(12, dtype=torch.float)  # all in the first block
+    top, at = row_top_k(values, 10)
+    expected, expected_at = values.topk(10, dim=-1)
+    assert torch.equal(top, expected) and torch.equal(at, expected_at)
