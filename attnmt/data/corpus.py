@@ -74,10 +74,15 @@ def sha256_of(path: Path) -> str:
 def open_binary(path: Path) -> io.BufferedIOBase:
     """Open a plain, gzip, bz2 or zip file for reading bytes, recognised by its first bytes.
 
-    A zip archive must hold exactly one .txt member (as the Tatoeba download does).
+    A zip archive must hold exactly one .txt member (as the Tatoeba download does). A pipe or
+    device (/dev/stdin, a shell's <(...)) is read once, as plain text.
     """
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder, not a text file")
+    if not path.is_file():
+        return open(path, "rb")
     with open(path, "rb") as handle:
         magic = handle.read(10)
     if magic[:2] == b"\x1f\x8b":

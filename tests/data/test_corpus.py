@@ -1,5 +1,7 @@
 import bz2
 import gzip
+import os
+import threading
 import zipfile
 
 import pytest
@@ -51,6 +53,23 @@ def test_compressed_files_read_transparently(tmp_path, kind):
         with zipfile.ZipFile(path, "w") as archive:
             archive.writestr("cmn.txt", text)
     assert list(corpus.read_tatoeba(path)) == [("Hi.", "嗨。"), ("Go.", "走。")]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_pipe_is_read_once_as_plain_text(tmp_path):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=pipe.write_text, args=("BZh91AY&SY\n你好\n",))
+    writer.start()
+    assert list(corpus.read_lines(pipe)) == ["BZh91AY&SY", "你好"]
+    writer.join()
+
+
+def test_a_missing_file_and_a_folder_are_named(tmp_path):
+    with pytest.raises(DataError, match=r"none.txt: file not found"):
+        list(corpus.read_lines(tmp_path / "none.txt"))
+    with pytest.raises(DataError, match=r"is a folder, not a text file"):
+        list(corpus.read_lines(tmp_path))
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
