@@ -90,7 +90,7 @@ class LoadedModel:
 
 def load_model(path: Path, device: torch.device) -> LoadedModel:
     """The model of a checkpoint, with the SentencePiece models it was trained with."""
-    saved = load_checkpoint(path, device)
+    saved = load_checkpoint(path, device, mmap=True)  # the weights; the optimizer's stay on disk
     config = saved["config"]
     src_lang, tgt_lang = config["data"]["src_lang"], config["data"]["tgt_lang"]
     tokenizers = {}
