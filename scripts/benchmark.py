@@ -11,13 +11,22 @@ is split by attnmt. Keys as in the kit's report: training speed is the median ta
 (not padding) per second over the logging windows after the first two; decoding speed is whole
 test-set sentences per second for `attnmt-translate` from start to end, model loading included,
 with outputs capped at 80 pieces like the kit's. Peak RSS is the training process's.
+
+Decoding is timed --rounds times (default 3) and the median reported. When the kit's JoeyNMT
+model and environment are there (after `../shared/bench/joeynmt/run.sh`), each round also
+times the kit's own decoding command right after attnmt's (same input, same beam, same
+threads), so both medians come from the same minutes: `joeynmt_{greedy,beam5}_sent_per_s`
+and the ratios `{greedy,beam5}_speedup`. Whole-process times on these shared machines drift
+by 10-20% within an hour; alternating the two tools keeps the ratio honest.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -42,13 +51,75 @@ def data_overrides(kit_data: Path, work: Path) -> tuple[list[str], Path, Path]:
     return overrides, folder / "test.zh", folder / "test.en"
 
 
-def run(command: list[str], log: Path) -> float:
-    """Run `command` with the benchmark's threads; return its wall-clock seconds."""
+def run(command: list[str], log: Path, stdin: Path | None = None) -> float:
+    """Run `command` with the benchmark's threads; return its wall-clock seconds.
+
+    With `stdin`, the command reads that file and its stdout goes to `log` alone."""
     env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), "MKL_NUM_THREADS": str(THREADS)}
-    start = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as out:
-        subprocess.run(command, check=True, stdout=out, stderr=subprocess.STDOUT, env=env)
-    return time.perf_counter() - start
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(open(log, "w", encoding="utf-8"))
+        source = files.enter_context(open(stdin, "rb")) if stdin else subprocess.DEVNULL
+        errors = subprocess.DEVNULL if stdin else subprocess.STDOUT
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdin=source, stdout=out, stderr=errors, env=env)
+        return time.perf_counter() - start
+
+
+def attnmt_decode(checkpoint: Path, source: Path, hypotheses: Path, beam: int) -> list[str]:
+    """attnmt-translate on the test split with the kit's output cap."""
+    return [
+        sys.executable,
+        "-m",
+        "attnmt.cli.translate",
+        f"ckpt={checkpoint}",
+        f"input={source}",
+        f"output={hypotheses}",
+        f"beam_size={beam}",
+        f"threads={THREADS}",
+        "device=cpu",
+        "max_length_a=0",
+        "max_length_b=80",
+    ]
+
+
+def joeynmt_decode(kit: Path, work: Path, beam: int) -> list[str] | None:
+    """The kit's decoding command for `beam` (its config, beam size set as the kit sets it),
+    or None when the kit has not trained its model."""
+    python, config = kit / "venv" / "bin" / "python", kit / "reference.yaml"
+    if not (python.is_file() and config.is_file() and (kit / "model" / "best.ckpt").is_file()):
+        return None
+    text = re.sub(r"beam_size: .*", f"beam_size: {beam}", config.read_text(encoding="utf-8"))
+    copy = work / f"joeynmt.beam{beam}.yaml"
+    copy.write_text(text, encoding="utf-8")
+    return [str(python), "-m", "joeynmt", "translate", str(copy)]
+
+
+def decode_speeds(
+    checkpoint: Path, source: Path, kit: Path, work: Path, rounds: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Median sentences/s of attnmt (and of the kit's JoeyNMT, timed alternately) per beam,
+    and every round's seconds."""
+    count = len(source.read_text(encoding="utf-8").splitlines())
+    speeds: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}
+    for beam in (1, 5):
+        name = "greedy" if beam == 1 else "beam5"
+        joeynmt = joeynmt_decode(kit, work, beam)
+        ours, theirs = [], []
+        for _ in range(rounds):
+            command = attnmt_decode(checkpoint, source, work / f"hyp.beam{beam}", beam)
+            ours.append(run(command, work / f"decode{beam}.log"))
+            if joeynmt:
+                theirs.append(run(joeynmt, work / f"joeynmt.hyp.beam{beam}", stdin=source))
+        speeds[f"{name}_sent_per_s"] = round(count / statistics.median(ours), 1)
+        seconds[f"{name}_seconds"] = [round(x, 2) for x in ours]
+        if theirs:
+            speeds[f"joeynmt_{name}_sent_per_s"] = round(count / statistics.median(theirs), 1)
+            speeds[f"{name}_speedup"] = round(
+                statistics.median(theirs) / statistics.median(ours), 2
+            )
+            seconds[f"joeynmt_{name}_seconds"] = [round(x, 2) for x in theirs]
+    return speeds, seconds
 
 
 def train_speed(metrics: Path) -> tuple[int, int]:
@@ -74,6 +145,7 @@ def main() -> None:
     parser.add_argument("--kit-dir", type=Path, default=Path("/tmp/attnmt-bench-joeynmt"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/attnmt-bench"))
     parser.add_argument("--extra", nargs="*", default=[], help="more Hydra overrides for training")
+    parser.add_argument("--rounds", type=int, default=3, help="decoding runs per beam, median")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     overrides, test_source, test_reference = data_overrides(args.kit_dir / "data", args.work)
@@ -103,33 +175,19 @@ def main() -> None:
         "train_tgt_tokens_per_s": tokens_per_s,
         "train_log_windows": windows,
     }
-    test_count = len(test_source.read_text(encoding="utf-8").splitlines())
-    for beam in (1, 5):
+    speeds, seconds = decode_speeds(
+        run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds
+    )
+    result.update(speeds)
+    for beam, name in ((1, "greedy"), (5, "beam5")):
         hypotheses = args.work / f"hyp.beam{beam}"
-        seconds = run(
-            [
-                sys.executable,
-                "-m",
-                "attnmt.cli.translate",
-                f"ckpt={run_dir / 'best.pt'}",
-                f"input={test_source}",
-                f"output={hypotheses}",
-                f"beam_size={beam}",
-                f"threads={THREADS}",
-                "device=cpu",
-                "max_length_a=0",
-                "max_length_b=80",
-            ],
-            args.work / f"decode{beam}.log",
-        )
-        name = "greedy" if beam == 1 else "beam5"
-        result[f"{name}_sent_per_s"] = round(test_count / seconds, 1)
         result[f"{name}_mean_hyp_words"] = mean_words(hypotheses)
         result[f"{name}_test_bleu"] = bleu(hypotheses, test_reference)
     result.update(decode_includes_model_load=True, peak_rss_mb=peak_rss_mb, threads=THREADS)
     joey_beam5 = args.kit_dir / "hyp.beam5"
     if joey_beam5.is_file():  # the kit's own output, scored the same way, for comparison
         result["joeynmt_beam5_test_bleu"] = bleu(joey_beam5, test_reference)
+    result.update(seconds, decode_rounds=args.rounds)
     print(json.dumps(result))
 
 
