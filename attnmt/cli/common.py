@@ -38,7 +38,8 @@ def user_errors(main: Callable[[Argument], Any]) -> Callable[[Argument], Any]:
         try:
             return main(cfg)
         except AttnmtError as error:
-            log.error("%s", error)
+            if any(isinstance(h, logging.FileHandler) for h in logging.getLogger().handlers):
+                log.error("%s", error)  # into the run's log file (Hydra's apps keep one)
             print(f"error: {error}", file=sys.stderr)
             sys.exit(2)
 
