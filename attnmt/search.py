@@ -56,7 +56,7 @@ def greedy(
         if not going.any():
             break
         keep = going.nonzero().squeeze(1)
-        active, previous, state = active[keep], words[keep], state.select(keep)
+        active, previous, state = active[keep], words[keep], state.select(keep, keep)
     return [
         Hypothesis(outputs[i], scores[i], torch.stack(attention[i]) if keep_attention else None)
         for i in range(batch)
@@ -204,11 +204,11 @@ def beam_search(
         if done.all():
             break
         going = (~done).nonzero().squeeze(1)
-        if len(going) < n or width < k:  # sentences left, or the first step's rows grow to K
+        if len(going) < n:  # sentences left: their rows and their keys go
             active, scores, tokens = active[going], scores[going], tokens[going]
             attention, chosen_rows = attention[going], chosen_rows[going]
+            state = state.select(chosen_rows.flatten(), going)
+        else:  # hypotheses moved between the beams of each sentence (or grew from 1 to K)
             state = state.select(chosen_rows.flatten())
-        else:  # hypotheses only moved between the beams of each sentence
-            state = state.select(chosen_rows.flatten(), same_sources=True)
         previous = tokens[:, :, -1].flatten()
     return [sorted(h, key=lambda h: -h.score)[:n_best] for h in finished]

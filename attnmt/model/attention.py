@@ -11,11 +11,17 @@ gives the weights, and the context is their weighted sum of the keys:
 overrides `score`; what does not depend on the query (W h for additive) goes in `prepare_keys`,
 which the decoder calls once per sentence and passes to every step.
 
+A sentence may have several queries at once: beam search's K hypotheses of one sentence all
+attend over the same keys. The keys are then kept once per sentence (B of them) and the
+queries come K per sentence, consecutive (B*K rows); scorers see them grouped as (B, G, Dq),
+G = 1 outside beam search.
+
 Adding a scorer: write a subclass here with its formula in the docstring, and a yaml file
 `configs/attention/NAME.yaml` with `_target_: attnmt.model.attention.YourClass` and its options.
 `attention=NAME` then selects it on any command line.
 
-Shapes: B batch, S source length, Dq query width, Dk key width, A attention width, H heads.
+Shapes: B batch (sentences), G queries per sentence, S source length, Dq query width, Dk key
+width, A attention width, H heads.
 """
 
 from __future__ import annotations
@@ -32,11 +38,11 @@ from attnmt.errors import ConfigError
 def attend(scores: Tensor, mask: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
     """The softmax over real positions and the weighted sum, shared by every scorer.
 
-    scores (..., S), mask (B, S) or broadcastable to scores, True at real tokens;
-    values (..., S, D). Returns context (..., D) and weights (..., S), exactly 0 at padding.
+    scores (..., G, S) of G queries, mask broadcastable to scores, True at real tokens;
+    values (..., S, D). Returns context (..., G, D) and weights (..., G, S), exactly 0 at padding.
     """
     weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)  # a_i
-    context = (weights.unsqueeze(-2) @ values).squeeze(-2)  # sum_i a_i h_i
+    context = weights @ values  # sum_i a_i h_i, for each query
     return context, weights
 
 
@@ -56,19 +62,23 @@ class Attention(nn.Module):
         return keys
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        """s(h_i, q) for every i: query (B, Dq), keys as `prepare_keys` returns them -> (B, S)."""
+        """s(h_i, q) for every i and every query of a sentence: query (B, G, Dq), keys as
+        `prepare_keys` returns them -> (B, G, S)."""
         raise NotImplementedError
 
     def forward(
         self, query: Tensor, keys: Tensor, mask: Tensor, prepared_keys: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
-        """context (B, Dk), weights (B, S) for query (B, Dq), keys (B, S, Dk), mask (B, S).
+        """context (B*G, Dk), weights (B*G, S) for query (B*G, Dq), keys (B, S, Dk), mask (B, S):
+        G consecutive queries per sentence (G = 1: one each).
 
         Pass `prepared_keys` (from `prepare_keys(keys)`) to reuse it across decoding steps.
         """
         if prepared_keys is None:
             prepared_keys = self.prepare_keys(keys)
-        return attend(self.score(query, prepared_keys), mask, keys)
+        grouped = query.view(keys.size(0), -1, query.size(-1))  # (B, G, Dq)
+        context, weights = attend(self.score(grouped, prepared_keys), mask.unsqueeze(1), keys)
+        return context.flatten(0, 1), weights.flatten(0, 1)
 
 
 class AdditiveAttention(Attention):
@@ -84,8 +94,8 @@ class AdditiveAttention(Attention):
         return self.W(keys)  # W h: (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        energy = torch.tanh(keys + self.U(query).unsqueeze(1))  # (B, S, A)
-        return self.v(energy).squeeze(-1)  # (B, S)
+        energy = torch.tanh(keys.unsqueeze(1) + self.U(query).unsqueeze(2))  # (B, G, S, A)
+        return self.v(energy).squeeze(-1)  # (B, G, S)
 
 
 def _require_equal_widths(name: str, query_dim: int, key_dim: int) -> None:
@@ -107,7 +117,7 @@ class DotAttention(Attention):
         super().__init__(query_dim, key_dim)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        return (keys @ query.unsqueeze(-1)).squeeze(-1)  # (B, S, D) @ (B, D, 1) -> (B, S)
+        return query @ keys.transpose(1, 2)  # (B, G, D) @ (B, D, S) -> (B, G, S)
 
 
 class ScaledDotAttention(DotAttention):
@@ -127,7 +137,7 @@ class BilinearAttention(Attention):
         self.W = nn.Linear(query_dim, key_dim, bias=False)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        return (keys @ self.W(query).unsqueeze(-1)).squeeze(-1)  # h^T (W q): (B, S)
+        return self.W(query) @ keys.transpose(1, 2)  # h^T (W q): (B, G, S)
 
 
 class MultiHeadAttention(Attention):
@@ -149,15 +159,15 @@ class MultiHeadAttention(Attention):
         self.O = nn.Linear(attn_dim, key_dim, bias=False)
 
     def _split_heads(self, x: Tensor) -> Tensor:
-        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (B, S, A) -> (B, H, S, A/H)
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (B, n, A) -> (B, H, n, A/H)
 
     def prepare_keys(self, keys: Tensor) -> Tensor:
         return self.KV(keys)  # [K h; V h]: (B, S, 2A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         projected_keys = self._split_heads(keys.chunk(2, dim=-1)[0])  # (B, H, S, A/H)
-        projected_query = self.Q(query).unflatten(-1, (self.heads, -1))  # (B, H, A/H)
-        scores = (projected_keys @ projected_query.unsqueeze(-1)).squeeze(-1)  # (B, H, S)
+        projected_query = self._split_heads(self.Q(query))  # (B, H, G, A/H)
+        scores = projected_query @ projected_keys.transpose(-1, -2)  # (B, H, G, S)
         return scores / math.sqrt(projected_query.shape[-1])
 
     def forward(
@@ -166,9 +176,11 @@ class MultiHeadAttention(Attention):
         if prepared_keys is None:
             prepared_keys = self.prepare_keys(keys)
         values = self._split_heads(prepared_keys.chunk(2, dim=-1)[1])  # (B, H, S, A/H)
-        scores = self.score(query, prepared_keys)
-        head_contexts, weights = attend(scores, mask.unsqueeze(1), values)  # (B, H, A/H)
-        return self.O(head_contexts.flatten(1)), weights.mean(dim=1)
+        grouped = query.view(keys.size(0), -1, query.size(-1))  # (B, G, Dq)
+        scores = self.score(grouped, prepared_keys)  # (B, H, G, S)
+        head_contexts, weights = attend(scores, mask[:, None, None], values)  # (B, H, G, A/H)
+        context = self.O(head_contexts.transpose(1, 2).flatten(2))  # (B, G, Dk)
+        return context.flatten(0, 1), weights.mean(dim=1).flatten(0, 1)
 
 
 def build_attention(name: str, query_dim: int, key_dim: int, **options_: object) -> Attention:

@@ -23,31 +23,41 @@ from attnmt.model.encoder import EncoderOutput, rnn_class
 
 @dataclass
 class DecoderState:
-    """Everything a decoding step needs besides the previous word; batch-first except hidden."""
+    """Everything a decoding step needs besides the previous word; batch-first except hidden.
 
-    hidden: Tensor  # (L, B, H)
-    cell: Tensor | None  # (L, B, H), LSTM only
+    The hidden state has a row per hypothesis (R), the keys one per sentence (B): beam search's
+    hypotheses of a sentence are consecutive rows and share its keys (R = B * K; R = B
+    otherwise).
+    """
+
+    hidden: Tensor  # (L, R, H)
+    cell: Tensor | None  # (L, R, H), LSTM only
     keys: Tensor  # (B, S, H)
     prepared_keys: Tensor  # (B, S, *), the scorer's query-independent part, once per sentence
     mask: Tensor  # (B, S)
-    feed: Tensor | None  # (B, H), Luong input feeding: the previous attentional vector
+    feed: Tensor | None  # (R, H), Luong input feeding: the previous attentional vector
 
-    def select(self, index: Tensor, same_sources: bool = False) -> DecoderState:
-        """The states of batch rows `index` (B'), in that order: reorders, grows or shrinks.
-
-        same_sources: row r and row index[r] attend over the same source (beam search moving
-        hypotheses between the beams of one sentence), so the keys need no copy.
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> DecoderState:
+        """The states of hypothesis `rows` (R'), in that order, and, when given, of `sentences`
+        (B'): reorders, grows or shrinks. Each sentence's rows must stay consecutive; without
+        `sentences` the sentences stay as they are (beam search moving and multiplying
+        hypotheses within each sentence).
         """
 
-        def rows(x: Tensor | None, dim: int = 0) -> Tensor | None:
+        def pick(x: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
             return None if x is None else x.index_select(dim, index)
 
-        if same_sources:
-            keys, prepared_keys, mask = self.keys, self.prepared_keys, self.mask
-        else:
-            keys, prepared_keys, mask = rows(self.keys), rows(self.prepared_keys), rows(self.mask)
+        keys, prepared_keys, mask = self.keys, self.prepared_keys, self.mask
+        if sentences is not None:
+            keys, prepared_keys = pick(keys, sentences), pick(prepared_keys, sentences)
+            mask = pick(mask, sentences)
         return DecoderState(
-            rows(self.hidden, 1), rows(self.cell, 1), keys, prepared_keys, mask, rows(self.feed)
+            pick(self.hidden, rows, 1),
+            pick(self.cell, rows, 1),
+            keys,
+            prepared_keys,
+            mask,
+            pick(self.feed, rows),
         )
 
 

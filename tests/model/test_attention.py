@@ -145,3 +145,18 @@ def test_unknown_scorer_lists_the_valid_ones():
 def test_multihead_width_must_split_into_heads():
     with pytest.raises(ConfigError, match=r"attention.attn_dim=7.*attention.heads=2"):
         build_attention("multihead", 5, 5, attn_dim=7, heads=2)
+
+
+@pytest.mark.parametrize("name", SCORERS)
+def test_queries_grouped_per_sentence_equal_keys_repeated_per_query(name):
+    torch.manual_seed(2)
+    query_dim, key_dim = _sizes(name)
+    attn = build_attention(name, query_dim, key_dim)
+    keys, query = torch.randn(2, 4, key_dim), torch.randn(2 * 3, query_dim)  # 3 per sentence
+    mask = torch.arange(4) < torch.tensor([[4], [2]])
+    grouped, grouped_weights = attn(query, keys, mask)
+    repeated = keys.repeat_interleave(3, dim=0), mask.repeat_interleave(3, dim=0)
+    expected, expected_weights = attn(query, *repeated)
+    assert grouped.shape == (6, key_dim) and grouped_weights.shape == (6, 4)
+    assert torch.allclose(grouped, expected, atol=1e-6)
+    assert torch.allclose(grouped_weights, expected_weights, atol=1e-6)

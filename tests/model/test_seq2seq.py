@@ -102,9 +102,13 @@ def test_step_api_equals_teacher_forcing_and_state_reorders(decoder):
             logits, _, state = model.decoder.step(previous[:, t], state)
             assert torch.allclose(logits, forced[:, t], atol=1e-6)
         _, state = model.encode(source, lengths)
-        order = torch.tensor([2, 0, 0, 1])  # reorder and grow, as beam search does
-        logits, _, _ = model.decoder.step(previous[order, 0], state.select(order))
+        order = torch.tensor([2, 0, 1])  # reorder sentences, rows with them
+        logits, _, _ = model.decoder.step(previous[order, 0], state.select(order, order))
         assert torch.allclose(logits, forced[order, 0], atol=1e-6)
+        _, state = model.encode(source, lengths)
+        grown = state.select(torch.arange(3).repeat_interleave(2))  # 2 beams per sentence
+        logits, _, _ = model.decoder.step(previous[:, 0].repeat_interleave(2), grown)
+        assert torch.allclose(logits, forced[:, 0].repeat_interleave(2, dim=0), atol=1e-6)
 
 
 def test_tied_embeddings_share_one_tensor():
