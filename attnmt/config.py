@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -13,7 +14,8 @@ T = TypeVar("T")
 
 
 def to_dataclass(cls: type[T], values: Mapping[str, Any], prefix: str) -> T:
-    """Build `cls` from `values`; nested dataclass fields are built from nested mappings.
+    """Build `cls` from `values`; nested dataclass fields are built from nested mappings, and
+    a value of the wrong type (trainer.max_steps=abc) is refused.
 
     `prefix` is the config path of `values` (e.g. "data"), used to name keys in errors.
     """
@@ -27,14 +29,52 @@ def to_dataclass(cls: type[T], values: Mapping[str, Any], prefix: str) -> T:
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():
-        hint = hints[name]
+        hint, key = hints[name], f"{prefix}.{name}" if prefix else name
         if dataclasses.is_dataclass(hint):
-            value = to_dataclass(hint, value, f"{prefix}.{name}")
+            value = to_dataclass(hint, value, key)
+        else:
+            value = checked(value, hint, key)
         kwargs[name] = value
     try:
         return cls(**kwargs)
     except TypeError as error:
         raise ConfigError(f"{prefix}: {error}") from None
+
+
+def checked(value: Any, hint: Any, key: str) -> Any:
+    """`value` if a field typed `hint` can take it (a number where a string is expected becomes
+    the string: data.name=2024), else a ConfigError naming `key`."""
+    options = (
+        typing.get_args(hint)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType)
+        else (hint,)
+    )
+    if str in options and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if any(_fits(value, option) for option in options):
+        return value
+    expected = " or ".join(
+        "null" if o is type(None) else getattr(o, "__name__", str(o)) for o in options
+    )
+    raise ConfigError(f"{key}={value!r}: expected {expected}")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):  # an int is a fine float; a bool is neither
+        allowed = int if hint is int else int | float
+        return isinstance(value, allowed) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    origin = typing.get_origin(hint) or hint
+    if origin in (list, tuple):
+        return isinstance(value, list | tuple)
+    if origin is dict:
+        return isinstance(value, Mapping)
+    return True  # other types (paths, objects) are the class's to check
 
 
 def to_dict(instance: Any) -> dict[str, Any]:

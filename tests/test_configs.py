@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from attnmt.cli.common import tool_config
+from attnmt.cli.evaluate import EvaluateOptions
+from attnmt.cli.translate import TranslateOptions
 from attnmt.config import to_dataclass
 from attnmt.data.prepare import DataConfig
 from attnmt.errors import ConfigError
@@ -29,11 +31,15 @@ def test_trainer_defaults_build_a_trainer_config():
     assert trainer.batch_tokens == 4096 and trainer.max_time == 20
 
 
-@pytest.mark.parametrize("name", ["translate", "evaluate"])
+TOOLS = {"translate": TranslateOptions, "evaluate": EvaluateOptions}
+
+
+@pytest.mark.parametrize("name", TOOLS)
 def test_tool_configs_take_key_value_arguments(name):
-    cfg = tool_config(name, ["ckpt=x.pt", "beam_size=3", "threads=null", "max_length_a=0"])
+    arguments = ["ckpt=x.pt", "beam_size=3", "threads=null", "max_length_a=0"]
+    cfg = tool_config(name, arguments, TOOLS[name])
     assert cfg.ckpt == "x.pt" and cfg.beam_size == 3 and cfg.threads is None
-    assert cfg.max_length_a == 0 and "encoder" not in cfg
+    assert cfg.max_length_a == 0 and not hasattr(cfg, "encoder")
 
 
 @pytest.mark.parametrize(
@@ -42,16 +48,31 @@ def test_tool_configs_take_key_value_arguments(name):
         (["ckpt=x.pt", "beam=3"], "no key 'beam'; its keys: ckpt, input"),
         (["ckpt=x.pt", "beam_size"], "'beam_size' is not key=value"),
         (["beam_size=3"], "attnmt-translate needs ckpt=..."),
+        (["ckpt=x.pt", "beam_size=abc"], "beam_size='abc': expected int"),
+        (["ckpt=x.pt", "threads=two"], "threads='two': expected int or null"),
+        (["ckpt=x.pt", "beam_size=0"], "beam_size=0: must be at least 1"),
+        (["ckpt=x.pt", "n_best=9"], "n_best=9: must be 1 to beam_size (5)"),
     ],
 )
 def test_tool_config_names_the_bad_argument(arguments, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
-        tool_config("translate", arguments)
+        tool_config("translate", arguments, TranslateOptions)
+
+
+def test_a_number_where_a_name_is_expected_becomes_the_name():
+    cfg = tool_config("evaluate", ["ckpt=2024", "sets=[test]"], EvaluateOptions)
+    assert cfg.ckpt == "2024" and cfg.sets == ["test"]
+
+
+def test_train_config_values_of_the_wrong_type_are_named():
+    trainer = plain(compose_config("train", ["trainer.max_steps=abc"]).trainer)
+    with pytest.raises(ConfigError, match=re.escape("trainer.max_steps='abc': expected int")):
+        to_dataclass(TrainerConfig, trainer, "trainer")
 
 
 def test_tool_help_prints_the_commented_defaults(capsys):
     with pytest.raises(SystemExit) as exit_:
-        tool_config("translate", ["--help"])
+        tool_config("translate", ["--help"], TranslateOptions)
     assert exit_.value.code == 0
     assert "beam_size: 5            # 1: greedy" in capsys.readouterr().out
 

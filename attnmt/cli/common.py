@@ -7,11 +7,13 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NoReturn, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from attnmt.config import to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
@@ -21,6 +23,7 @@ CONFIG_PATH = "pkg://attnmt.configs"
 TOOLS_CONFIG_PACKAGE = "attnmt.configs.tools"
 
 Argument = TypeVar("Argument")
+Options = TypeVar("Options")
 
 log = logging.getLogger("attnmt")
 
@@ -59,8 +62,30 @@ def exit_now() -> NoReturn:
     os._exit(0)
 
 
-def tool_config(name: str, arguments: Sequence[str]) -> DictConfig:
-    """The config of tool `name`: configs/tools/NAME.yaml with key=value `arguments` merged in.
+@dataclass(frozen=True)
+class ModelToolOptions:
+    """The keys translate and evaluate share (configs/tools/*.yaml give their defaults): the
+    checkpoint, how to search, and where to run."""
+
+    ckpt: str
+    beam_size: int
+    alpha: float
+    max_length_a: float
+    max_length_b: int
+    max_input_length: int
+    batch_tokens: int
+    device: str
+    threads: int | None
+
+    def __post_init__(self) -> None:
+        for key in ("beam_size", "max_input_length", "batch_tokens"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key}={getattr(self, key)}: must be at least 1")
+
+
+def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> Options:
+    """The `options` of tool `name`: configs/tools/NAME.yaml with key=value `arguments` merged
+    in, each value checked against its field's type.
 
     translate and evaluate read a trained model and have no config groups, so they take plain
     OmegaConf rather than Hydra: 4 ms instead of Hydra's 0.2 s with its import, which is as
@@ -83,11 +108,11 @@ def tool_config(name: str, arguments: Sequence[str]) -> DictConfig:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(f"{tool} needs {' '.join(f'{key}=...' for key in missing)}")
-    return cfg
+    return to_dataclass(options, plain(cfg), "")
 
 
-def run_tool(name: str, body: Callable[[DictConfig], None]) -> NoReturn:
+def run_tool(name: str, options: type[Options], body: Callable[[Options], None]) -> NoReturn:
     """Run tool `name` on the command line's arguments, log to stderr, then exit at once."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-    user_errors(lambda arguments: body(tool_config(name, arguments)))(sys.argv[1:])
+    user_errors(lambda arguments: body(tool_config(name, arguments, options)))(sys.argv[1:])
     exit_now()  # a short run's start-up and shutdown weigh as much as its decoding

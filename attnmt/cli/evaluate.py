@@ -1,22 +1,32 @@
 """attnmt-evaluate ckpt=PATH: BLEU and chrF of a trained model on test sets, with a JSON report."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from attnmt.cli.common import run_tool
+from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.errors import ConfigError
 from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.translate import SearchConfig, load_model
 
 
+@dataclass(frozen=True)
+class EvaluateOptions(ModelToolOptions):
+    """attnmt-evaluate's keys; configs/tools/evaluate.yaml documents them."""
+
+    sets: list[str] | None
+    source: str | None
+    reference: str | None
+    output_dir: str | None
+    report: str | None
+
+
 def main() -> None:
-    run_tool("evaluate", run)
+    run_tool("evaluate", EvaluateOptions, run)
 
 
-def run(cfg: DictConfig) -> None:
+def run(cfg: EvaluateOptions) -> None:
     """Evaluate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()

@@ -2,12 +2,12 @@
 
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from attnmt.cli.common import run_tool
+from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.data.corpus import decode_lines, read_lines
+from attnmt.errors import ConfigError
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.translate import (
     SearchConfig,
@@ -20,11 +20,27 @@ from attnmt.translate import (
 )
 
 
+@dataclass(frozen=True)
+class TranslateOptions(ModelToolOptions):
+    """attnmt-translate's keys; configs/tools/translate.yaml documents them."""
+
+    input: str | None
+    output: str | None
+    n_best: int
+    attention: str | None
+    plot: str | None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 1 <= self.n_best <= self.beam_size:
+            raise ConfigError(f"n_best={self.n_best}: must be 1 to beam_size ({self.beam_size})")
+
+
 def main() -> None:
-    run_tool("translate", run)
+    run_tool("translate", TranslateOptions, run)
 
 
-def run(cfg: DictConfig) -> None:
+def run(cfg: TranslateOptions) -> None:
     """Translate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()
