@@ -92,3 +92,21 @@ def test_a_stream_in_blocks_gives_what_one_block_gives(trained_run, monkeypatch,
         assert run(3) == whole  # n-best rows keep their input line numbers across blocks
     assert "line 4: 60 pieces" in caplog.text
     assert [row.split(" ||| ")[0] for row in whole.splitlines()][-2:] == ["6", "6"]
+
+
+def test_an_output_over_the_input_is_refused_and_the_input_kept(trained_run, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("我很好。\n", encoding="utf-8")
+    result = translate(trained_run, f"input={source}", f"output={tmp_path / '.' / 'in.txt'}")
+    assert result.returncode == 2 and b"is the input" in result.stderr
+    assert source.read_text(encoding="utf-8") == "我很好。\n"
+
+
+def test_unwritable_outputs_fail_before_translating(trained_run, tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x", encoding="utf-8")
+    result = translate(trained_run, f"attention={blocker / 'sub' / 'a.npz'}", stdin="好\n".encode())
+    assert result.returncode == 2 and b"attention=" in result.stderr
+    assert b"cannot create" in result.stderr and result.stdout == b""
+    result = translate(trained_run, f"output={tmp_path}", stdin="好\n".encode())
+    assert result.returncode == 2 and b"is a folder" in result.stderr

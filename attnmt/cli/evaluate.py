@@ -4,7 +4,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.cli.common import ModelToolOptions, run_tool
+from attnmt.cli.common import ModelToolOptions, output_path, run_tool
 from attnmt.errors import ConfigError
 from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
@@ -41,9 +41,9 @@ def run(cfg: EvaluateOptions) -> None:
     search = SearchConfig(
         cfg.beam_size, 1, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
     )
-    output_dir = Path(cfg.output_dir) if cfg.output_dir else checkpoint.parent / "eval"
+    output_dir = output_path(cfg.output_dir or str(checkpoint.parent / "eval"), "output_dir", True)
+    report = output_path(cfg.report or str(output_dir / "report.json"), "report")
     entries = evaluate_sets(loaded, sets, search, device, cfg.max_input_length, output_dir)
-    report = Path(cfg.report) if cfg.report else output_dir / "report.json"
     report.write_text(
         json.dumps({"checkpoint": str(checkpoint), "sets": entries}, indent=2, ensure_ascii=False)
         + "\n",

@@ -5,7 +5,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.cli.common import ModelToolOptions, run_tool
+from attnmt.cli.common import ModelToolOptions, output_path, run_tool
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
@@ -45,18 +45,19 @@ def run(cfg: TranslateOptions) -> None:
     set_threads(cfg.threads)
     keep_freed_memory()
     device = pick_device(cfg.device, "device")
+    output = output_path(cfg.output, "output") if cfg.output else None
+    if output and cfg.input and output.resolve() == Path(cfg.input).resolve():
+        raise ConfigError(f"output={cfg.output} is the input: writing it would erase it")
+    attention = output_path(cfg.attention, "attention") if cfg.attention else None
+    plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
     loaded = load_model(Path(cfg.ckpt), device)
     search = SearchConfig(
         cfg.beam_size, cfg.n_best, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
     )
-    keep_attention = bool(cfg.attention or cfg.plot)
+    keep_attention = bool(attention or plot)
 
     with contextlib.ExitStack() as stack:
-        out = (
-            stack.enter_context(open(cfg.output, "w", encoding="utf-8"))
-            if cfg.output
-            else sys.stdout
-        )
+        out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout
         if cfg.input is None and sys.stdin.isatty():  # interactive: a line in, a line out
             print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
             for number, line in enumerate(sys.stdin):
@@ -72,10 +73,10 @@ def run(cfg: TranslateOptions) -> None:
         results = translate_stream(
             loaded, source, search, device, cfg.max_input_length, out, cfg.n_best, keep_attention
         )
-    if cfg.attention:
-        save_attention(results, loaded, Path(cfg.attention))
-    if cfg.plot:
-        plot_attention(results, loaded, Path(cfg.plot))
+    if attention:
+        save_attention(results, loaded, attention)
+    if plot:
+        plot_attention(results, loaded, plot)
 
 
 if __name__ == "__main__":
