@@ -1,11 +1,14 @@
-"""Plain config mappings into frozen dataclasses, so an unknown or missing key fails at once."""
+"""Plain config mappings into frozen dataclasses, so an unknown or missing key fails at once;
+and the paths config keys name for writing, checked before any work."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from attnmt.errors import ConfigError
@@ -75,6 +78,23 @@ def _fits(value: Any, hint: Any) -> bool:
     if origin is dict:
         return isinstance(value, Mapping)
     return True  # other types (paths, objects) are the class's to check
+
+
+def output_path(value: str, key: str, folder: bool = False) -> Path:
+    """Where `key` writes (a file, or a folder when `folder`), made ready before any work: its
+    folder is created and must be writable, so a typo fails at once, not after translating.
+    """
+    path = Path(value)
+    where = path if folder else path.parent
+    if not folder and path.is_dir():
+        raise ConfigError(f"{key}={value}: is a folder; give a file name")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"{key}={value}: cannot create {where} ({error.strerror})") from None
+    if not os.access(where, os.W_OK):
+        raise ConfigError(f"{key}={value}: {where} is not writable")
+    return path
 
 
 def to_dict(instance: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -61,23 +60,6 @@ def exit_now() -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def output_path(value: str, key: str, folder: bool = False) -> Path:
-    """Where `key` writes (a file, or a folder when `folder`), made ready before any work: its
-    folder is created and must be writable, so a typo fails at once, not after translating.
-    """
-    path = Path(value)
-    where = path if folder else path.parent
-    if not folder and path.is_dir():
-        raise ConfigError(f"{key}={value}: is a folder; give a file name")
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConfigError(f"{key}={value}: cannot create {where} ({error.strerror})") from None
-    if not os.access(where, os.W_OK):
-        raise ConfigError(f"{key}={value}: {where} is not writable")
-    return path
 
 
 @dataclass(frozen=True)

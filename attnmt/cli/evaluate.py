@@ -4,7 +4,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.cli.common import ModelToolOptions, output_path, run_tool
+from attnmt.cli.common import ModelToolOptions, run_tool
+from attnmt.config import output_path
 from attnmt.errors import ConfigError
 from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads

@@ -5,7 +5,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.cli.common import ModelToolOptions, output_path, run_tool
+from attnmt.cli.common import ModelToolOptions, run_tool
+from attnmt.config import output_path
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from sentencepiece import SentencePieceProcessor
 
-from attnmt.config import to_dict
+from attnmt.config import output_path, to_dict
 from attnmt.data import corpus, sources
 from attnmt.data.ids import IdsWriter
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
@@ -319,7 +319,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
         if manifest.get("fingerprint") == fingerprint(cfg, hashes):
             return folder, manifest, False
         log.info("%s is out of date: rebuilding", folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    output_path(str(folder.parent), "data.processed_dir", folder=True)
     for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by an interrupted run
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))

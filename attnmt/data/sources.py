@@ -70,12 +70,15 @@ def input_files(cfg: DataConfig) -> list[Path]:
                 raise ConfigError(f"data.{key} is required when data.source=files")
             path = Path(value)
             if not path.is_file():
-                raise DataError(f"{path}: file not found (set by data.{key})")
+                problem = "is a folder, not a file" if path.is_dir() else "file not found"
+                raise DataError(f"{path}: {problem} (set by data.{key})")
             paths.append(path)
         return paths
     if not cfg.raw_path:
         raise ConfigError("data.raw_path is required when data.source=tatoeba")
     raw_path = Path(cfg.raw_path)
+    if raw_path.is_dir():
+        raise DataError(f"{raw_path}: is a folder; data.raw_path names the corpus file")
     if not raw_path.is_file():
         _download(cfg, raw_path)
     return [raw_path]

@@ -191,3 +191,13 @@ def test_sentencepiece_samples_only_beyond_max_sentences(small_corpus, tmp_path)
     assert model_bytes("roomy", "data.vocab.max_sentences=100000")[0] == whole
     sampled, manifest = model_bytes("sampled", "data.vocab.max_sentences=900")
     assert sampled != whole and manifest["vocab"]["en"]["size"] == 600
+
+
+def test_a_folder_for_the_corpus_and_an_uncreatable_output_folder_are_named(small_corpus, tmp_path):
+    overrides = small_data_overrides(small_corpus, tmp_path)
+    with pytest.raises(DataError, match=r"is a folder; data.raw_path names the corpus file"):
+        prepare_dataset(data_config([*overrides, f"data.raw_path={tmp_path}"]))
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"data.processed_dir=.*file.txt/out: cannot create"):
+        prepare_dataset(data_config([*overrides, f"data.processed_dir={blocker / 'out'}"]))
