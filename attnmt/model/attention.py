@@ -46,6 +46,12 @@ def attend(scores: Tensor, mask: Tensor, values: Tensor) -> tuple[Tensor, Tensor
     return context, weights
 
 
+def group_queries(query: Tensor, keys: Tensor) -> Tensor:
+    """Query rows (B*G, Dq) as (B, G, Dq): the G consecutive queries of each of the B sentences
+    whose keys (B, S, *) they attend over."""
+    return query.view(keys.size(0), -1, query.size(-1))
+
+
 class Attention(nn.Module):
     """Soft attention with a scorer s(h, q); subclasses define `score`."""
 
@@ -76,8 +82,8 @@ class Attention(nn.Module):
         """
         if prepared_keys is None:
             prepared_keys = self.prepare_keys(keys)
-        grouped = query.view(keys.size(0), -1, query.size(-1))  # (B, G, Dq)
-        context, weights = attend(self.score(grouped, prepared_keys), mask.unsqueeze(1), keys)
+        scores = self.score(group_queries(query, keys), prepared_keys)  # (B, G, S)
+        context, weights = attend(scores, mask.unsqueeze(1), keys)
         return context.flatten(0, 1), weights.flatten(0, 1)
 
 
@@ -176,8 +182,7 @@ class MultiHeadAttention(Attention):
         if prepared_keys is None:
             prepared_keys = self.prepare_keys(keys)
         values = self._split_heads(prepared_keys.chunk(2, dim=-1)[1])  # (B, H, S, A/H)
-        grouped = query.view(keys.size(0), -1, query.size(-1))  # (B, G, Dq)
-        scores = self.score(grouped, prepared_keys)  # (B, H, G, S)
+        scores = self.score(group_queries(query, keys), prepared_keys)  # (B, H, G, S)
         head_contexts, weights = attend(scores, mask[:, None, None], values)  # (B, H, G, A/H)
         context = self.O(head_contexts.transpose(1, 2).flatten(2))  # (B, G, Dk)
         return context.flatten(0, 1), weights.mean(dim=1).flatten(0, 1)
