@@ -80,7 +80,7 @@ def _fits(value: Any, hint: Any) -> bool:
     return True  # other types (paths, objects) are the class's to check
 
 
-def output_path(value: str, key: str, folder: bool = False) -> Path:
+def output_path(value: str | Path, key: str, folder: bool = False) -> Path:
     """Where `key` writes (a file, or a folder when `folder`), made ready before any work: its
     folder is created and must be writable, so a typo fails at once, not after translating.
     """

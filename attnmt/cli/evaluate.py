@@ -42,8 +42,8 @@ def run(cfg: EvaluateOptions) -> None:
     search = SearchConfig(
         cfg.beam_size, 1, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
     )
-    output_dir = output_path(cfg.output_dir or str(checkpoint.parent / "eval"), "output_dir", True)
-    report = output_path(cfg.report or str(output_dir / "report.json"), "report")
+    output_dir = output_path(cfg.output_dir or checkpoint.parent / "eval", "output_dir", True)
+    report = output_path(cfg.report or output_dir / "report.json", "report")
     entries = evaluate_sets(loaded, sets, search, device, cfg.max_input_length, output_dir)
     report.write_text(
         json.dumps({"checkpoint": str(checkpoint), "sets": entries}, indent=2, ensure_ascii=False)

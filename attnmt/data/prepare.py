@@ -319,7 +319,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
         if manifest.get("fingerprint") == fingerprint(cfg, hashes):
             return folder, manifest, False
         log.info("%s is out of date: rebuilding", folder)
-    output_path(str(folder.parent), "data.processed_dir", folder=True)
+    output_path(folder.parent, "data.processed_dir", folder=True)
     for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by an interrupted run
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
