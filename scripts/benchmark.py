@@ -39,6 +39,7 @@ from sacrebleu.metrics import BLEU
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
 THREADS = 2
+BEAMS = {1: "greedy", 5: "beam5"}  # beam size -> the name of its keys in the report
 
 
 def data_overrides(kit_data: Path, work: Path) -> tuple[list[str], Path, Path]:
@@ -102,22 +103,21 @@ def decode_speeds(
     count = len(source.read_text(encoding="utf-8").splitlines())
     speeds: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
-    for beam in (1, 5):
-        name = "greedy" if beam == 1 else "beam5"
+    for beam, name in BEAMS.items():
+        attnmt = attnmt_decode(checkpoint, source, work / f"hyp.beam{beam}", beam)
         joeynmt = joeynmt_decode(kit, work, beam)
         ours, theirs = [], []
         for _ in range(rounds):
-            command = attnmt_decode(checkpoint, source, work / f"hyp.beam{beam}", beam)
-            ours.append(run(command, work / f"decode{beam}.log"))
+            ours.append(run(attnmt, work / f"decode{beam}.log"))
             if joeynmt:
                 theirs.append(run(joeynmt, work / f"joeynmt.hyp.beam{beam}", stdin=source))
-        speeds[f"{name}_sent_per_s"] = round(count / statistics.median(ours), 1)
+        our_median = statistics.median(ours)
+        speeds[f"{name}_sent_per_s"] = round(count / our_median, 1)
         seconds[f"{name}_seconds"] = [round(x, 2) for x in ours]
         if theirs:
-            speeds[f"joeynmt_{name}_sent_per_s"] = round(count / statistics.median(theirs), 1)
-            speeds[f"{name}_speedup"] = round(
-                statistics.median(theirs) / statistics.median(ours), 2
-            )
+            their_median = statistics.median(theirs)
+            speeds[f"joeynmt_{name}_sent_per_s"] = round(count / their_median, 1)
+            speeds[f"{name}_speedup"] = round(their_median / our_median, 2)
             seconds[f"joeynmt_{name}_seconds"] = [round(x, 2) for x in theirs]
     return speeds, seconds
 
@@ -179,7 +179,7 @@ def main() -> None:
         run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds
     )
     result.update(speeds)
-    for beam, name in ((1, "greedy"), (5, "beam5")):
+    for beam, name in BEAMS.items():
         hypotheses = args.work / f"hyp.beam{beam}"
         result[f"{name}_mean_hyp_words"] = mean_words(hypotheses)
         result[f"{name}_test_bleu"] = bleu(hypotheses, test_reference)
