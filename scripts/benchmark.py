@@ -31,6 +31,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -69,9 +70,7 @@ def run(command: list[str], log: Path, stdin: Path | None = None) -> float:
 def attnmt_decode(checkpoint: Path, source: Path, hypotheses: Path, beam: int) -> list[str]:
     """attnmt-translate on the test split with the kit's output cap."""
     return [
-        sys.executable,
-        "-m",
-        "attnmt.cli.translate",
+        str(Path(sysconfig.get_path("scripts")) / "attnmt-translate"),  # the script users run
         f"ckpt={checkpoint}",
         f"input={source}",
         f"output={hypotheses}",

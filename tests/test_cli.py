@@ -1,0 +1,34 @@
+"""The console scripts' entry points (attnmt.cli)."""
+
+import gc
+import importlib
+from pathlib import Path
+
+import tomllib
+
+import attnmt.cli.start
+import attnmt.cli.translate
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_every_console_script_names_a_function():
+    scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
+    assert set(scripts) == {f"attnmt-{t}" for t in ("prepare", "train", "translate", "evaluate")}
+    for target in scripts.values():
+        module, function = target.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
+
+
+def test_a_tool_runs_with_the_collector_on_and_its_imports_frozen(monkeypatch):
+    seen = {}
+
+    def main():
+        seen.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count())
+
+    monkeypatch.setattr(attnmt.cli.translate, "main", main)
+    try:
+        attnmt.cli.start.translate()
+    finally:
+        gc.unfreeze()
+    assert seen["enabled"] and seen["frozen"] > 0
