@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
 from sacrebleu.metrics import BLEU, CHRF
 
 from attnmt.data.corpus import read_lines
 from attnmt.errors import DataError
-from attnmt.translate import LoadedModel, SearchConfig, translate_lines
+from attnmt.translate import SearchConfig, Translator
 
 
 @dataclass(frozen=True)
@@ -45,14 +44,19 @@ class TestSet:
     reference: Path
 
 
-def processed_sets(loaded: LoadedModel, names: Sequence[str]) -> list[TestSet]:
+def processed_sets(translator: Translator, names: Sequence[str]) -> list[TestSet]:
     """The named splits (dev, test) of the dataset the checkpoint was trained on."""
-    folder = loaded.dataset_folder
+    folder = translator.dataset_folder
+    if names and (folder is None or not folder.is_dir()):
+        raise DataError(
+            f"sets={list(names)}: the checkpoint's dataset ({folder or 'unknown'}) is not on "
+            "this machine; give source=FILE reference=FILE instead"
+        )
     sets = []
     for name in names:
         source, reference = (
-            folder / f"{name}.{loaded.src_lang}",
-            folder / f"{name}.{loaded.tgt_lang}",
+            folder / f"{name}.{translator.src_lang}",
+            folder / f"{name}.{translator.tgt_lang}",
         )
         if not source.is_file():
             raise DataError(f"{source}: no split {name!r} in the checkpoint's dataset (sets=...)")
@@ -61,11 +65,9 @@ def processed_sets(loaded: LoadedModel, names: Sequence[str]) -> list[TestSet]:
 
 
 def evaluate_sets(
-    loaded: LoadedModel,
+    translator: Translator,
     sets: Sequence[TestSet],
     search: SearchConfig,
-    device: torch.device,
-    max_input_length: int,
     output_dir: Path,
 ) -> list[dict]:
     """Translate each set, write its hypotheses, and score them; one report entry per set."""
@@ -79,11 +81,11 @@ def evaluate_sets(
                 f"line counts differ: {test_set.source} has {len(sources)} lines, "
                 f"{test_set.reference} has {len(references)}"
             )
-        results = translate_lines(loaded, sources, search, device, max_input_length)
-        hypotheses = [r.texts[0] for r in results]
-        path = output_dir / f"{test_set.name}.hyp.{loaded.tgt_lang}"
+        results = translator.translate(sources, **asdict(search))
+        hypotheses = [r.text for r in results]
+        path = output_dir / f"{test_set.name}.hyp.{translator.tgt_lang}"
         path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-        scores = score(hypotheses, references, loaded.tgt_lang)
+        scores = score(hypotheses, references, translator.tgt_lang)
         entries.append(
             {
                 "name": test_set.name,

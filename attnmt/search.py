@@ -16,11 +16,13 @@ from attnmt.model.seq2seq import Seq2Seq
 
 @dataclass
 class Hypothesis:
-    """One output sentence: its ids (no BOS/EOS), score, and attention (T, S) if kept."""
+    """One output sentence: its ids (no BOS/EOS), score, attention (T, S) if kept, and whether
+    it ended with EOS (then T is len(ids) + 1) rather than at its length limit."""
 
     ids: list[int]
     score: float
     attention: Tensor | None = None
+    ended: bool = True
 
 
 def max_lengths(source_lengths: Tensor, a: float, b: int) -> Tensor:
@@ -39,6 +41,7 @@ def greedy(
     previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=source.device)
     outputs: list[list[int]] = [[] for _ in range(batch)]
     scores = [0.0] * batch
+    ended = [False] * batch
     attention: list[list[Tensor]] = [[] for _ in range(batch)]
     limits = limits.to(source.device)
     for t in range(int(limits.max())):
@@ -50,6 +53,8 @@ def greedy(
             scores[index] += log_prob
             if word != EOS_ID:
                 outputs[index].append(word)
+            else:
+                ended[index] = True
             if keep_attention:
                 attention[index].append(weights[row])
         going = (words != EOS_ID) & (limits[active] > t + 1)
@@ -58,7 +63,9 @@ def greedy(
         keep = going.nonzero().squeeze(1)
         active, previous, state = active[keep], words[keep], state.select(keep, keep)
     return [
-        Hypothesis(outputs[i], scores[i], torch.stack(attention[i]) if keep_attention else None)
+        Hypothesis(
+            outputs[i], scores[i], torch.stack(attention[i]) if keep_attention else None, ended[i]
+        )
         for i in range(batch)
     ]
 
@@ -88,7 +95,8 @@ def _finish(
             ids.append(last_words[m])
         kept = steps[i[m], j[m]] if steps is not None else None
         penalty = length_penalty(len(ids) + 1, alpha)
-        finished[sentences[m]].append(Hypothesis(ids, scores[m] / penalty, kept))
+        hypothesis = Hypothesis(ids, scores[m] / penalty, kept, ends_in_eos[m])
+        finished[sentences[m]].append(hypothesis)
 
 
 def row_top_k(values: Tensor, k: int) -> tuple[Tensor, Tensor]:

@@ -1,40 +1,51 @@
-"""Translating many sentences: batching by length, search, and the input order restored."""
+"""Translating text with a trained model: the `Translator` that every tool and the service use,
+and the batching by length under it (search in `attnmt.search`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any
 
 import numpy as np
 import torch
 from sentencepiece import SentencePieceProcessor
 
-from attnmt.data.corpus import chunks, normalize, sha256_of
+from attnmt.checkpoint import load_checkpoint, load_tokenizer
+from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
-from attnmt.data.tokenizer import EOS_ID, load_sentencepiece
-from attnmt.errors import CheckpointError
+from attnmt.data.tokenizer import EOS_ID
+from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import Seq2Seq, build_model
+from attnmt.runtime import pick_device
 from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
-from attnmt.train.checkpoint import load_checkpoint
 
 log = logging.getLogger(__name__)
-
-BLOCK_LINES = 10_000  # input lines sorted by length and translated together
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """How to search: beam size (1: greedy), n-best, length limits and penalty, batch size."""
+    """How to search: beam size (1: greedy), n-best, length limits and penalty, how long an
+    input may be (in pieces; longer ones are cut), and how many tokens a batch holds."""
 
-    beam_size: int = 1
+    beam_size: int = 5
     n_best: int = 1
     alpha: float = 1.0
     max_length_a: float = 1.5
     max_length_b: int = 10
+    max_input_length: int = 200
     batch_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        for key in ("beam_size", "max_length_b", "max_input_length", "batch_tokens"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key}={getattr(self, key)}: must be at least 1")
+        if not 1 <= self.n_best <= self.beam_size:
+            raise ConfigError(f"n_best={self.n_best}: must be 1 to beam_size ({self.beam_size})")
+        if not 0 <= self.max_length_a <= 100:
+            raise ConfigError(f"max_length_a={self.max_length_a}: must be 0 to 100")
 
 
 @torch.no_grad()
@@ -47,6 +58,8 @@ def translate_ids(
 ) -> list[list[Hypothesis]]:
     """The n-best hypotheses of each source (ids without EOS), in input order."""
     model.eval()
+    if not len(sources):
+        return []
     lengths = np.array([len(s) + 1 for s in sources])
     results: list[list[Hypothesis]] = [[] for _ in sources]
     by_length = np.argsort(lengths, kind="stable")
@@ -76,158 +89,118 @@ def translate_ids(
 
 
 @dataclass
-class LoadedModel:
-    """A trained model with its tokenizers, ready to translate."""
+class Candidate:
+    """One translation of a sentence: text, score (log P over the length penalty), target
+    pieces ("</s>" last when the output ended with it), and on request the attention weights,
+    one row per target piece and one column per source piece."""
 
-    model: Seq2Seq
-    config: dict
-    source_sp: SentencePieceProcessor
-    target_sp: SentencePieceProcessor
-    src_lang: str
-    tgt_lang: str
-    dataset_folder: Path  # the processed folder it was trained on (holds its tokenizers)
-
-
-def load_model(path: Path, device: torch.device) -> LoadedModel:
-    """The model of a checkpoint, with the SentencePiece models it was trained with."""
-    saved = load_checkpoint(path, device, mmap=True)  # the weights; the optimizer's stay on disk
-    config = saved["config"]
-    src_lang, tgt_lang = config["data"]["src_lang"], config["data"]["tgt_lang"]
-    tokenizers = {}
-    for lang in (src_lang, tgt_lang):
-        entry = saved["tokenizers"][lang]
-        sp_path = Path(entry["path"])
-        if not sp_path.is_file() or sha256_of(sp_path) != entry["sha256"]:
-            raise CheckpointError(
-                f"{path}: its {lang} SentencePiece model {sp_path} is missing or changed since "
-                "training; rebuild the dataset with the training run's data config"
-            )
-        tokenizers[lang] = load_sentencepiece(sp_path)
-    source_sp, target_sp = tokenizers[src_lang], tokenizers[tgt_lang]
-    model = build_model(config, source_sp.get_piece_size(), target_sp.get_piece_size())
-    model.load_state_dict(saved["model"])
-    folder = Path(saved["tokenizers"][src_lang]["path"]).parent
-    return LoadedModel(
-        model.to(device).eval(), config, source_sp, target_sp, src_lang, tgt_lang, folder
-    )
+    text: str
+    score: float
+    target_pieces: list[str]
+    attention: np.ndarray | None = None
 
 
 @dataclass
 class Translation:
-    """The translations of one input line, best first."""
+    """The translations of one input sentence, best first (none for an empty line)."""
 
-    source_pieces: list[str]
-    texts: list[str]
-    hypotheses: list[Hypothesis]
-    truncated: bool = False
+    source_pieces: list[str]  # the pieces the model read, "</s>" last
+    hypotheses: list[Candidate]
+    truncated: bool = False  # the input was longer than max_input_length and was cut
 
-    def target_pieces(self, sp: SentencePieceProcessor) -> list[str]:
-        """The best hypothesis's pieces, one per attention row (EOS included when it ended so)."""
-        if not self.hypotheses:
-            return []
-        best = self.hypotheses[0]
-        pieces = [sp.id_to_piece(i) for i in best.ids]
-        ended = best.attention is None or best.attention.shape[0] > len(best.ids)
-        return pieces + ["</s>"] if ended else pieces
+    @property
+    def text(self) -> str:
+        """The best translation ("" for an empty line)."""
+        return self.hypotheses[0].text if self.hypotheses else ""
 
 
-def translate_lines(
-    loaded: LoadedModel,
-    lines: Sequence[str],
-    search: SearchConfig,
-    device: torch.device,
-    max_input_length: int,
-    keep_attention: bool = False,
-    first_line: int = 1,
-) -> list[Translation]:
-    """Translate raw text lines (normalised as in training); an empty line gives no output.
-    `first_line` is the number of lines[0] in the input, for warnings."""
-    pieces = [
-        loaded.source_sp.encode(normalize(line, loaded.src_lang), out_type=int) for line in lines
-    ]
-    truncated = [len(p) > max_input_length for p in pieces]
-    for i, cut in enumerate(truncated):
-        if cut:
-            log.warning(
-                "line %d: %d pieces, truncated to %d (max_input_length)",
-                first_line + i,
-                len(pieces[i]),
-                max_input_length,
-            )
-    filled = [i for i, p in enumerate(pieces) if p]
-    sources = [np.array(pieces[i][:max_input_length], dtype=np.int64) for i in filled]
-    found = translate_ids(loaded.model, sources, search, device, keep_attention) if sources else []
-    results = [Translation([], [""], [], truncated[i]) for i in range(len(lines))]
-    for i, hypotheses in zip(filled, found, strict=True):
-        source_pieces = [loaded.source_sp.id_to_piece(t) for t in pieces[i][:max_input_length]]
-        texts = [loaded.target_sp.decode(h.ids) for h in hypotheses]
-        results[i] = Translation(source_pieces + ["</s>"], texts, hypotheses, truncated[i])
-    return results
+class Translator:
+    """A trained model with its tokenizers: text in, translations out.
 
+    translator = Translator.load("best.pt", device="cpu")
+    translator.translate(["我们明天去公园。"], beam_size=5)[0].text
+    """
 
-def write_translations(
-    results: Sequence[Translation], out: TextIO, n_best: int, first: int = 0
-) -> None:
-    """One line per input; with n_best > 1, 'line ||| text ||| score' rows, best first, lines
-    counted from `first` (0 for the first input line)."""
-    for number, result in enumerate(results, start=first):
-        if n_best == 1:
-            out.write(result.texts[0] + "\n")
-            continue
-        for text, hypothesis in zip(result.texts, result.hypotheses, strict=False):
-            out.write(f"{number} ||| {text} ||| {hypothesis.score:.4f}\n")
+    def __init__(
+        self,
+        model: Seq2Seq,
+        source_sp: SentencePieceProcessor,
+        target_sp: SentencePieceProcessor,
+        config: dict[str, Any],
+        device: torch.device,
+        dataset_folder: Path | None = None,
+    ) -> None:
+        self.model, self.config, self.device = model.to(device).eval(), config, device
+        self.source_sp, self.target_sp = source_sp, target_sp
+        self.src_lang, self.tgt_lang = config["data"]["src_lang"], config["data"]["tgt_lang"]
+        self.dataset_folder = dataset_folder  # the processed data it was trained on, if known
 
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Translator:
+        """The model of a checkpoint (or an export) with the tokenizers it was trained with.
+        `device`: cpu, cuda, cuda:N or auto."""
+        path = Path(path)
+        device = pick_device(str(device), "device")
+        saved = load_checkpoint(path, device, mmap=True)  # the weights; the optimizer's stay
+        config = saved["config"]
+        source_sp = load_tokenizer(saved, config["data"]["src_lang"], path)
+        target_sp = load_tokenizer(saved, config["data"]["tgt_lang"], path)
+        model = build_model(config, source_sp.get_piece_size(), target_sp.get_piece_size())
+        model.load_state_dict(saved["model"])  # exported fp16/bf16 weights become fp32 here
+        where = saved["tokenizers"][config["data"]["src_lang"]].get("path")
+        folder = Path(where).parent if where else None
+        return cls(model, source_sp, target_sp, config, device, folder)
 
-def translate_stream(
-    loaded: LoadedModel,
-    lines: Iterable[str],
-    search: SearchConfig,
-    device: torch.device,
-    max_input_length: int,
-    out: TextIO,
-    n_best: int,
-    keep: bool = False,
-) -> list[Translation]:
-    """Translate `lines` a block of BLOCK_LINES at a time, writing each block's translations
-    before reading the next, so an input of any size streams through. Returns the translations
-    (with their attention) only when `keep`."""
-    kept: list[Translation] = []
-    done = 0
-    for block in chunks(lines, BLOCK_LINES):
-        results = translate_lines(loaded, block, search, device, max_input_length, keep, done + 1)
-        write_translations(results, out, n_best, done)
-        done += len(block)
-        if keep:
-            kept.extend(results)
-    return kept
+    def sizes(self) -> dict[str, Any]:
+        """The model's languages, vocabulary sizes and parameter count."""
+        return {
+            "src_lang": self.src_lang,
+            "tgt_lang": self.tgt_lang,
+            "src_vocab": self.source_sp.get_piece_size(),
+            "tgt_vocab": self.target_sp.get_piece_size(),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+        }
 
+    def translate(
+        self,
+        texts: Sequence[str],
+        beam_size: int = 5,
+        n_best: int = 1,
+        attention: bool = False,
+        first_line: int = 1,
+        **options: Any,
+    ) -> list[Translation]:
+        """Translate raw sentences (normalised as in training), one `Translation` each, in
+        order; an empty sentence gives no hypotheses. `attention` keeps each hypothesis's
+        weights; `options` are the other fields of `SearchConfig` (alpha, max_length_a, ...).
+        `first_line` is the number of texts[0] in its input, for the warnings."""
+        search = SearchConfig(beam_size=beam_size, n_best=n_best, **options)
+        pieces = [self.source_sp.encode(normalize(t, self.src_lang), out_type=int) for t in texts]
+        limit = search.max_input_length
+        for i, ids in enumerate(pieces):
+            if len(ids) > limit:
+                log.warning(
+                    "line %d: %d pieces, truncated to %d (max_input_length)",
+                    first_line + i,
+                    len(ids),
+                    limit,
+                )
+        filled = [i for i, ids in enumerate(pieces) if ids]
+        sources = [np.array(pieces[i][:limit], dtype=np.int64) for i in filled]
+        found = translate_ids(self.model, sources, search, self.device, attention)
+        results = [Translation([], [], len(ids) > limit) for ids in pieces]
+        for i, hypotheses in zip(filled, found, strict=True):
+            results[i].source_pieces = [self.source_sp.id_to_piece(t) for t in pieces[i][:limit]]
+            results[i].source_pieces.append("</s>")
+            results[i].hypotheses = [self._candidate(h) for h in hypotheses]
+        return results
 
-def save_attention(results: Sequence[Translation], loaded: LoadedModel, path: Path) -> None:
-    """An .npz with, for sentence i, `attention_i` (target x source, the best hypothesis's
-    weights; EOS rows and columns included), `source_i` and `target_i` (the pieces)."""
-    arrays = {}
-    for i, result in enumerate(results):
-        if not result.hypotheses:
-            continue
-        arrays[f"attention_{i}"] = result.hypotheses[0].attention.numpy()
-        arrays[f"source_{i}"] = np.array(result.source_pieces)
-        arrays[f"target_{i}"] = np.array(result.target_pieces(loaded.target_sp))
-    np.savez_compressed(path, **arrays)
-
-
-def plot_attention(results: Sequence[Translation], loaded: LoadedModel, folder: Path) -> None:
-    """One heatmap PNG per translated sentence: folder/attention_{i}.png."""
-    from attnmt.plot import attention_heatmap  # matplotlib adds 0.2 s to every start otherwise
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, result in enumerate(results):
-        if result.hypotheses:
-            weights = result.hypotheses[0].attention.numpy()
-            target = result.target_pieces(loaded.target_sp)
-            attention_heatmap(
-                weights[: len(target)],
-                result.source_pieces,
-                target,
-                folder / f"attention_{i}.png",
-                result.texts[0],
-            )
+    def _candidate(self, hypothesis: Hypothesis) -> Candidate:
+        pieces = [self.target_sp.id_to_piece(i) for i in hypothesis.ids]
+        weights = hypothesis.attention
+        return Candidate(
+            self.target_sp.decode(hypothesis.ids),
+            hypothesis.score,
+            pieces + ["</s>"] if hypothesis.ended else pieces,
+            weights.float().numpy() if weights is not None else None,
+        )

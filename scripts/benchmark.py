@@ -35,7 +35,12 @@ import sysconfig
 import time
 from pathlib import Path
 
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
 from sacrebleu.metrics import BLEU
+
+from attnmt.config import to_dataclass
+from attnmt.data.prepare import DataConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
@@ -49,8 +54,15 @@ def data_overrides(kit_data: Path, work: Path) -> tuple[list[str], Path, Path]:
         overrides = ["data=splits", f"data.split_dir={kit_data}", "data.name=bench"]
         return overrides, kit_data / "test.zh", kit_data / "test.en"
     overrides = [f"data.raw_path={SHARED_CORPUS}", "data.name=bench-own"]
-    folder = work / "data" / "bench-own.zh-en"
+    folder = data_folder([*overrides, f"data.processed_dir={work / 'data'}"])
     return overrides, folder / "test.zh", folder / "test.en"
+
+
+def data_folder(overrides: list[str]) -> Path:
+    """The processed folder that attnmt-prepare builds for these data overrides."""
+    with initialize_config_module(config_module="attnmt.configs", version_base="1.3"):
+        data = OmegaConf.to_container(compose("prepare", overrides).data, resolve=True)
+    return to_dataclass(DataConfig, data, "data").folder
 
 
 def run(command: list[str], log: Path, stdin: Path | None = None) -> float:

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from attnmt.evaluate import evaluate_sets, processed_sets  # noqa: E402
 from attnmt.plot import read_metrics  # noqa: E402
-from attnmt.translate import SearchConfig, load_model  # noqa: E402
+from attnmt.translate import SearchConfig, Translator  # noqa: E402
 
 SCORERS = ["additive", "dot", "scaled_dot", "bilinear", "multihead"]
 
@@ -50,13 +50,11 @@ def summarise(run_dir: Path, device: torch.device) -> dict:
     records = read_metrics(run_dir / "metrics.jsonl")
     speeds = [r["tokens_per_s"] for r in records if r["kind"] == "train"]
     curve = [(r["step"], r["bleu"]) for r in records if r["kind"] == "validation"]
-    loaded = load_model(run_dir / "best.pt", device)
+    loaded = Translator.load(run_dir / "best.pt", device)
     test_set = processed_sets(loaded, ["test"])
     lines = len(test_set[0].source.read_text(encoding="utf-8").splitlines())
     start = time.perf_counter()
-    entry = evaluate_sets(
-        loaded, test_set, SearchConfig(beam_size=5), device, 200, run_dir / "eval"
-    )[0]
+    entry = evaluate_sets(loaded, test_set, SearchConfig(beam_size=5), run_dir / "eval")[0]
     seconds = time.perf_counter() - start
     return {
         "bleu": entry["bleu"],

@@ -23,7 +23,7 @@ import torch
 
 from attnmt.evaluate import evaluate_sets, processed_sets
 from attnmt.plot import read_metrics
-from attnmt.translate import SearchConfig, load_model
+from attnmt.translate import SearchConfig, Translator
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
@@ -63,13 +63,11 @@ def main() -> None:
     eager = train(run_dir)
     compiled = train(args.work / "run-compiled", "trainer.compile=true")
     device = torch.device("cuda")
-    loaded = load_model(run_dir / "best.pt", device)
+    loaded = Translator.load(run_dir / "best.pt", device)
     test = processed_sets(loaded, ["test"])
     lines = len(test[0].source.read_text(encoding="utf-8").splitlines())
     start = time.perf_counter()
-    entry = evaluate_sets(loaded, test, SearchConfig(beam_size=5), device, 200, args.work / "eval")[
-        0
-    ]
+    entry = evaluate_sets(loaded, test, SearchConfig(beam_size=5), args.work / "eval")[0]
     seconds = time.perf_counter() - start
     print(
         json.dumps(

@@ -69,9 +69,10 @@ def main() -> None:
             f"data.name={name}",
             f"data.processed_dir={args.work / 'data'}",
         ]
-        folder = args.work / "data" / f"{name}.zh-en"
-        shutil.rmtree(folder, ignore_errors=True)  # else prepare finds it up to date
+        for folder in (args.work / "data").glob(f"{name}.zh-en.*"):
+            shutil.rmtree(folder, ignore_errors=True)  # else prepare finds it up to date
         prepare_s, prepare_mb, _ = measure(prepare)
+        (folder,) = (args.work / "data").glob(f"{name}.zh-en.*")
         loader_s, loader_mb, _ = measure([sys.executable, __file__, "--read-epoch", str(folder)])
         corpus_mb = corpus.stat().st_size / 2**20
         ids_mb = sum(p.stat().st_size for p in folder.glob("train.*.npy")) / 2**20

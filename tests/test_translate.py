@@ -72,18 +72,17 @@ def test_file_input_gives_one_line_per_line(trained_run, tmp_path, beam):
 def test_a_stream_in_blocks_gives_what_one_block_gives(trained_run, monkeypatch, caplog):
     import io
 
-    import torch
+    from attnmt import writers
+    from attnmt.translate import SearchConfig, Translator
 
-    from attnmt import translate as library
-
-    loaded = library.load_model(trained_run / "best.pt", torch.device("cpu"))
-    search = library.SearchConfig(beam_size=3, n_best=2)
+    translator = Translator.load(trained_run / "best.pt", "cpu")
+    search = SearchConfig(beam_size=3, n_best=2, max_input_length=50)
     lines = ["我很好。", "", "你好！", "我" * 60, "他走了。", "我很好。", "好。"]
 
     def run(block_lines):
-        monkeypatch.setattr(library, "BLOCK_LINES", block_lines)
+        monkeypatch.setattr(writers, "BLOCK_LINES", block_lines)
         out = io.StringIO()
-        library.translate_stream(loaded, iter(lines), search, torch.device("cpu"), 50, out, 2)
+        writers.translate_stream(translator, iter(lines), search, out)
         return out.getvalue()
 
     whole = run(100)

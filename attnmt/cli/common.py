@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmt.config import to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
+from attnmt.translate import SearchConfig
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
 # console scripts find them from any working directory.
@@ -78,9 +79,19 @@ class ModelToolOptions:
     threads: int | None
 
     def __post_init__(self) -> None:
-        for key in ("beam_size", "max_input_length", "batch_tokens"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}={getattr(self, key)}: must be at least 1")
+        self.search()  # impossible search settings are refused here, naming the key
+
+    def search(self, n_best: int = 1) -> SearchConfig:
+        """The search these options ask for."""
+        return SearchConfig(
+            self.beam_size,
+            n_best,
+            self.alpha,
+            self.max_length_a,
+            self.max_length_b,
+            self.max_input_length,
+            self.batch_tokens,
+        )
 
 
 def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> Options:

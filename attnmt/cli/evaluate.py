@@ -8,8 +8,8 @@ from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import output_path
 from attnmt.errors import ConfigError
 from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
-from attnmt.runtime import keep_freed_memory, pick_device, set_threads
-from attnmt.translate import SearchConfig, load_model
+from attnmt.runtime import keep_freed_memory, set_threads
+from attnmt.translate import Translator
 
 
 @dataclass(frozen=True)
@@ -31,20 +31,20 @@ def run(cfg: EvaluateOptions) -> None:
     """Evaluate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()
-    device = pick_device(cfg.device, "device")
     checkpoint = Path(cfg.ckpt)
-    loaded = load_model(checkpoint, device)
-    sets = processed_sets(loaded, list(cfg.sets or []))
     if bool(cfg.source) != bool(cfg.reference):
         raise ConfigError("source=FILE and reference=FILE go together")
-    if cfg.source:
-        sets.append(TestSet(Path(cfg.source).stem, Path(cfg.source), Path(cfg.reference)))
-    search = SearchConfig(
-        cfg.beam_size, 1, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
-    )
     output_dir = output_path(cfg.output_dir or checkpoint.parent / "eval", "output_dir", True)
     report = output_path(cfg.report or output_dir / "report.json", "report")
-    entries = evaluate_sets(loaded, sets, search, device, cfg.max_input_length, output_dir)
+    translator = Translator.load(checkpoint, cfg.device)
+    # Without sets=, the test split of the checkpoint's data, unless a source file is given.
+    names = cfg.sets if cfg.sets is not None else ([] if cfg.source else ["test"])
+    sets = processed_sets(translator, names)
+    if cfg.source:
+        sets.append(TestSet(Path(cfg.source).stem, Path(cfg.source), Path(cfg.reference)))
+    if not sets:
+        raise ConfigError("sets=[]: nothing to evaluate; name sets or give source= reference=")
+    entries = evaluate_sets(translator, sets, cfg.search(), output_dir)
     report.write_text(
         json.dumps({"checkpoint": str(checkpoint), "sets": entries}, indent=2, ensure_ascii=False)
         + "\n",

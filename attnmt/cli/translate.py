@@ -2,23 +2,16 @@
 
 import contextlib
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import output_path
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
-from attnmt.runtime import keep_freed_memory, pick_device, set_threads
-from attnmt.translate import (
-    SearchConfig,
-    load_model,
-    plot_attention,
-    save_attention,
-    translate_lines,
-    translate_stream,
-    write_translations,
-)
+from attnmt.runtime import keep_freed_memory, set_threads
+from attnmt.translate import SearchConfig, Translator
+from attnmt.writers import plot_attention, save_attention, translate_stream, write_translations
 
 
 @dataclass(frozen=True)
@@ -31,10 +24,8 @@ class TranslateOptions(ModelToolOptions):
     attention: str | None
     plot: str | None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 1 <= self.n_best <= self.beam_size:
-            raise ConfigError(f"n_best={self.n_best}: must be 1 to beam_size ({self.beam_size})")
+    def search(self, n_best: int = 1) -> SearchConfig:
+        return super().search(self.n_best)
 
 
 def main() -> None:
@@ -45,39 +36,31 @@ def run(cfg: TranslateOptions) -> None:
     """Translate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()
-    device = pick_device(cfg.device, "device")
+    search = cfg.search()
     output = output_path(cfg.output, "output") if cfg.output else None
     if output and cfg.input and output.resolve() == Path(cfg.input).resolve():
         raise ConfigError(f"output={cfg.output} is the input: writing it would erase it")
     attention = output_path(cfg.attention, "attention") if cfg.attention else None
     plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
-    loaded = load_model(Path(cfg.ckpt), device)
-    search = SearchConfig(
-        cfg.beam_size, cfg.n_best, cfg.alpha, cfg.max_length_a, cfg.max_length_b, cfg.batch_tokens
-    )
-    keep_attention = bool(attention or plot)
+    translator = Translator.load(cfg.ckpt, cfg.device)
 
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout
         if cfg.input is None and sys.stdin.isatty():  # interactive: a line in, a line out
             print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
             for number, line in enumerate(sys.stdin):
-                results = translate_lines(
-                    loaded, [line.rstrip("\n")], search, device, cfg.max_input_length
-                )
+                results = translator.translate([line.rstrip("\n")], **asdict(search))
                 write_translations(results, out, cfg.n_best, number)
                 out.flush()
             return
         source = (
             read_lines(Path(cfg.input)) if cfg.input else decode_lines(sys.stdin.buffer, "<stdin>")
         )
-        results = translate_stream(
-            loaded, source, search, device, cfg.max_input_length, out, cfg.n_best, keep_attention
-        )
+        results = translate_stream(translator, source, search, out, bool(attention or plot))
     if attention:
-        save_attention(results, loaded, attention)
+        save_attention(results, attention)
     if plot:
-        plot_attention(results, loaded, plot)
+        plot_attention(results, plot)
 
 
 if __name__ == "__main__":

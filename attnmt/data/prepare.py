@@ -1,6 +1,6 @@
 """The corpus pipeline: raw corpus -> clean pairs -> leak-free splits -> SentencePiece -> ids.
 
-The processed folder (one per dataset and direction, `{processed_dir}/{name}.{src}-{tgt}`) holds
+The processed folder (one per data config, `{processed_dir}/{name}.{src}-{tgt}.{hash}`) holds
 `{split}.{lang}` text files, the SentencePiece models, the ids (see `ids.py`) and
 `manifest.json`. It is built in a temporary sibling folder and renamed into place, so a folder
 with a manifest is always complete; a rerun whose config and input hash to the manifest's
@@ -91,8 +91,21 @@ class DataConfig:
 
     @property
     def folder(self) -> Path:
-        """Where the processed dataset of this config lives."""
-        return Path(self.processed_dir) / f"{self.name}.{self.src_lang}-{self.tgt_lang}"
+        """Where the processed dataset of this config lives: `{name}.{src}-{tgt}.{hash}`, the
+        hash of every setting (but where it goes), so that two configs of one corpus (say two
+        vocabulary sizes) never rebuild each other's folder under a run that trained on it."""
+        digest = hashlib.sha256(json.dumps(_settings(self), sort_keys=True).encode())
+        name = f"{self.name}.{self.src_lang}-{self.tgt_lang}.{digest.hexdigest()[:8]}"
+        return Path(self.processed_dir) / name
+
+
+def _settings(cfg: DataConfig) -> dict[str, Any]:
+    """The config's settings that shape the output: all but `processed_dir`, with the version
+    of the pipeline."""
+    settings = to_dict(cfg)
+    settings.pop("processed_dir")
+    settings["pipeline_version"] = PIPELINE_VERSION
+    return settings
 
 
 def spm_model_name(cfg: DataConfig, lang: str) -> str:
@@ -142,9 +155,7 @@ def _write_split_text(staged: corpus.StagedPairs, codes: np.ndarray, folder: Pat
 
 def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
     """A hash of everything the output depends on: the config (less where it goes) and input."""
-    settings = to_dict(cfg)
-    settings.pop("processed_dir")
-    payload = json.dumps([PIPELINE_VERSION, settings, hashes], sort_keys=True)
+    payload = json.dumps([_settings(cfg), hashes], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -71,7 +71,12 @@ def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
     if not Path(path).is_file():
         raise DataError(f"{path}: SentencePiece model not found")
     model = spm.SentencePieceProcessor(model_file=str(path))
+    check_special_ids(model, str(path))
+    return model
+
+
+def check_special_ids(model: spm.SentencePieceProcessor, where: str) -> None:
+    """Refuse a SentencePiece model (read from `where`) whose special ids are not attnmt's."""
     ids = (model.pad_id(), model.unk_id(), model.bos_id(), model.eos_id())
     if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
-        raise DataError(f"{path}: special ids (pad, unk, bos, eos) are {ids}, expected 0..3")
-    return model
+        raise DataError(f"{where}: special ids (pad, unk, bos, eos) are {ids}, expected 0..3")

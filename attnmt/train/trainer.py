@@ -24,8 +24,8 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from attnmt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, tokenizer_entry
 from attnmt.config import to_dataclass
-from attnmt.data.corpus import sha256_of
 from attnmt.data.dataset import Batch, ParallelData
 from attnmt.data.prepare import DataConfig, prepare_dataset, spm_model_name
 from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
@@ -140,11 +140,8 @@ class Trainer:
         self.tokenizers = {
             lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
         }
-        # The models never change during a run: hash them once, for every checkpoint.
-        self.tokenizer_hashes = {
-            lang: {"path": str(p.resolve()), "sha256": sha256_of(p)}
-            for lang, p in self.tokenizers.items()
-        }
+        # The models never change during a run: read them once, into every checkpoint.
+        self.tokenizer_entries = {lang: tokenizer_entry(p) for lang, p in self.tokenizers.items()}
         self.source_sp = load_sentencepiece(self.tokenizers[src])
         self.target_sp = load_sentencepiece(self.tokenizers[tgt])
         return manifest["vocab"]
@@ -164,14 +161,19 @@ class Trainer:
         if not path:
             self.metrics_path.unlink(missing_ok=True)
             return
-        saved = ckpt.load_checkpoint(Path(path), self.device)
+        saved = load_checkpoint(Path(path), self.device)
+        if saved.get("inference_only"):
+            raise CheckpointError(
+                f"trainer.resume={path}: an inference-only export (attnmt-export) has no "
+                "optimizer or progress to resume from; resume from the run's last.pt"
+            )
         differences = ckpt.architecture_differences(saved["config"], self.config)
         if differences:
             raise CheckpointError(
                 f"{path}: the model's architecture comes from the checkpoint; "
                 f"these keys conflict: {'; '.join(differences)}"
             )
-        for lang, entry in self.tokenizer_hashes.items():
+        for lang, entry in self.tokenizer_entries.items():
             if saved["tokenizers"][lang]["sha256"] != entry["sha256"]:
                 raise CheckpointError(
                     f"{path}: the {lang} SentencePiece model differs from "
@@ -268,7 +270,7 @@ class Trainer:
 
     def _payload(self) -> dict[str, Any]:
         return {
-            "format_version": ckpt.FORMAT_VERSION,
+            "format_version": FORMAT_VERSION,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
@@ -276,7 +278,7 @@ class Trainer:
             "progress": asdict(self.progress),
             "rng": ckpt.rng_state(),
             "config": self.config,
-            "tokenizers": self.tokenizer_hashes,
+            "tokenizers": self.tokenizer_entries,
         }
 
     def _save(self, *names: str) -> None:
@@ -284,7 +286,7 @@ class Trainer:
             return
         payload = self._payload()
         for name in names:
-            ckpt.save_checkpoint(payload, self.run_dir / name)
+            save_checkpoint(payload, self.run_dir / name)
 
     def _validate(self) -> None:
         """Rank 0 validates; every rank learns the dev BLEU (for the schedule and stopping)."""

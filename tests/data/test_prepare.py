@@ -21,7 +21,8 @@ def test_build_writes_splits_models_ids_and_manifest(small_corpus, tmp_path):
     folder, manifest, built = prepare_dataset(
         data_config(small_data_overrides(small_corpus, tmp_path))
     )
-    assert built and folder == tmp_path / "tatoeba.zh-en"
+    assert built and folder.parent == tmp_path and folder.name.startswith("tatoeba.zh-en.")
+    assert manifest["config"]["vocab"]["src_size"] == 1000  # which config made the folder
     assert manifest["counts"]["dev"] == 100 and manifest["counts"]["test"] == 100
     assert manifest["read"] == 1200
     assert manifest["sources"][0]["sha256"]
@@ -82,7 +83,7 @@ def test_reverse_direction_and_joint_vocabulary(small_corpus, tmp_path):
         "data.vocab.joint_size=1500",
     ]
     folder, manifest, _ = prepare_dataset(data_config(overrides))
-    assert folder.name == "tatoeba.en-zh"
+    assert folder.name.startswith("tatoeba.en-zh.")
     assert manifest["vocab"] == {
         "en": {"model": "spm.joint.model", "size": 1500},
         "zh": {"model": "spm.joint.model", "size": 1500},
@@ -97,7 +98,7 @@ def test_files_source_reads_two_aligned_files(small_corpus, tmp_path):
     overrides = small_data_overrides(small_corpus, tmp_path)
     overrides += ["data=files", f"data.en_path={en}", f"data.zh_path={zh}"]
     folder, manifest, _ = prepare_dataset(data_config(overrides))
-    assert folder.name == "files.zh-en" and manifest["read"] == 1200
+    assert folder.name.startswith("files.zh-en.") and manifest["read"] == 1200
 
 
 def test_missing_corpus_names_path_and_how_to_get_it(tmp_path):
@@ -115,7 +116,7 @@ def test_corpus_empty_after_cleaning_is_an_error(tmp_path):
     )
     with pytest.raises(DataError, match="no pairs left after cleaning"):
         prepare_dataset(cfg)
-    assert not (tmp_path / "tatoeba.zh-en").exists()
+    assert not list(tmp_path.glob("tatoeba.zh-en*"))
 
 
 def test_vocabulary_too_large_names_the_key_and_writes_nothing(small_corpus, tmp_path):
@@ -132,10 +133,11 @@ def test_wrong_sha256_is_an_error(small_corpus, tmp_path):
 
 
 def test_interrupted_build_is_not_trusted(small_corpus, tmp_path):
-    leftover = tmp_path / ".tatoeba.zh-en.tmp-123"
+    cfg = data_config(small_data_overrides(small_corpus, tmp_path))
+    leftover = tmp_path / f".{cfg.folder.name}.tmp-123"
     leftover.mkdir()
     (leftover / "train.en").write_text("half", encoding="utf-8")
-    _, _, built = prepare_dataset(data_config(small_data_overrides(small_corpus, tmp_path)))
+    _, _, built = prepare_dataset(cfg)
     assert built and not leftover.exists()
 
 
@@ -201,3 +203,14 @@ def test_a_folder_for_the_corpus_and_an_uncreatable_output_folder_are_named(smal
     blocker.write_text("x", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"data.processed_dir=.*file.txt/out: cannot create"):
         prepare_dataset(data_config([*overrides, f"data.processed_dir={blocker / 'out'}"]))
+
+
+def test_two_vocabulary_sizes_get_their_own_folders(small_corpus, tmp_path):
+    overrides = small_data_overrides(small_corpus, tmp_path)
+    first, _, _ = prepare_dataset(data_config(overrides))
+    model = (first / "spm.en.model").read_bytes()
+    second, manifest, built = prepare_dataset(data_config([*overrides, "data.vocab.tgt_size=500"]))
+    assert built and second != first and manifest["vocab"]["en"]["size"] == 500
+    assert (first / "spm.en.model").read_bytes() == model  # the first run's data untouched
+    _, _, rebuilt = prepare_dataset(data_config(overrides))
+    assert not rebuilt

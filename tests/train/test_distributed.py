@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from attnmt.train import checkpoint as ckpt
+from attnmt import checkpoint as ckpt
 from tests.conftest import tiny_train_overrides
 
 NO_DROPOUT = ["encoder.dropout=0.0", "decoder.dropout=0.0"]

