@@ -37,3 +37,11 @@ def translate() -> None:
 
 def evaluate() -> None:
     _start("evaluate")
+
+
+def export() -> None:
+    _start("export")
+
+
+def serve() -> None:
+    _start("serve")

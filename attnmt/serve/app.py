@@ -1,0 +1,180 @@
+"""The HTTP API and the web page of attnmt-serve.
+
+    POST /v1/translate  {"text": [...], "beam_size": 5, "n_best": 1, "attention": false}
+    GET  /v1/health     the model's languages and sizes, and the service's limits
+    GET  /              the web page (static/): translation, n-best list, attention heatmap
+    GET  /docs          the OpenAPI docs
+
+Every error is JSON, {"error": "..."}, naming the field at fault. No request can name a file
+or a model: the service serves the model it was started with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import unicodedata
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from attnmt.serve.batcher import Batcher, Options
+from attnmt.translate import SearchConfig, Translation, Translator
+
+STATIC = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for."""
+
+    max_sentences: int = 32  # sentences per request
+    max_chars: int = 1000  # characters per sentence
+    max_beam_size: int = 16
+
+
+class TranslateRequest(BaseModel):
+    """The body of POST /v1/translate."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: list[str] = Field(description="the sentences to translate, one per item")
+    beam_size: int = Field(5, description="1: greedy")
+    n_best: int = Field(1, description="hypotheses per sentence, best first (at most beam_size)")
+    attention: bool = Field(False, description="add each hypothesis's attention weights")
+
+
+class RequestError(Exception):
+    """A request the service refuses: its status code and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def check_request(body: TranslateRequest, limits: Limits) -> None:
+    """Refuse what the limits do not allow, naming the field."""
+    if not body.text:
+        raise RequestError(422, "text: an empty list; send at least one sentence")
+    if len(body.text) > limits.max_sentences:
+        raise RequestError(
+            413, f"text: {len(body.text)} sentences; at most {limits.max_sentences} per request"
+        )
+    for i, sentence in enumerate(body.text):
+        if len(sentence) > limits.max_chars:
+            raise RequestError(
+                413, f"text[{i}]: {len(sentence)} characters; at most {limits.max_chars}"
+            )
+        if any(unicodedata.category(c) in ("Cc", "Cs") and c != "\t" for c in sentence):
+            raise RequestError(
+                422, f"text[{i}]: control characters or unpaired surrogates; one plain line each"
+            )
+    if not 1 <= body.beam_size <= limits.max_beam_size:
+        raise RequestError(422, f"beam_size: {body.beam_size}; must be 1 to {limits.max_beam_size}")
+    if not 1 <= body.n_best <= body.beam_size:
+        raise RequestError(422, f"n_best: {body.n_best}; must be 1 to beam_size ({body.beam_size})")
+
+
+def translation_json(text: str, result: Translation, attention: bool) -> dict:
+    """One sentence's answer: the best text, the hypotheses and the pieces."""
+    hypotheses = []
+    for hypothesis in result.hypotheses:
+        entry = {
+            "text": hypothesis.text,
+            "score": round(hypothesis.score, 4),
+            "target_pieces": hypothesis.target_pieces,
+        }
+        if attention:
+            entry["attention"] = [
+                [round(w, 4) for w in row] for row in hypothesis.attention.tolist()
+            ]
+        hypotheses.append(entry)
+    return {
+        "source": text,
+        "text": result.text,
+        "source_pieces": result.source_pieces,
+        "truncated": result.truncated,
+        "hypotheses": hypotheses,
+    }
+
+
+def create_app(
+    translator: Translator,
+    search: SearchConfig,
+    limits: Limits,
+    max_wait_ms: float,
+    max_batch_sentences: int,
+) -> FastAPI:
+    """The service of one translator."""
+    batcher = Batcher(translator, search, max_wait_ms, max_batch_sentences)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(batcher.run())
+        yield  # uvicorn returns here once the requests in flight are answered
+        task.cancel()
+        batcher.worker.shutdown(wait=True)
+
+    app = FastAPI(
+        title="attnmt",
+        description=f"{translator.src_lang} -> {translator.tgt_lang} translation",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = error.errors()
+        if any(p["type"] == "json_invalid" for p in problems):
+            return JSONResponse({"error": "malformed JSON in the request body"}, status_code=400)
+        described = "; ".join(
+            f"{'.'.join(str(part) for part in p['loc'][1:]) or 'body'}: {p['msg']}"
+            for p in problems
+        )
+        return JSONResponse({"error": described}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def refused(_request: Request, error: RequestError) -> JSONResponse:
+        return JSONResponse({"error": error.message}, status_code=error.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, error: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(error.detail)}, status_code=error.status_code)
+
+    @app.post("/v1/translate")
+    async def translate(body: TranslateRequest) -> dict:
+        """Translate the sentences of `text`, in order."""
+        check_request(body, limits)
+        options = Options(body.beam_size, body.n_best, body.attention)
+        results = await batcher.translate(list(body.text), options)
+        return {
+            "translations": [
+                translation_json(text, result, body.attention)
+                for text, result in zip(body.text, results, strict=True)
+            ]
+        }
+
+    @app.get("/v1/health")
+    async def health() -> dict:
+        """The model's languages and sizes, and what a request may ask for."""
+        return {"status": "ok", **translator.sizes(), "limits": vars(limits)}
+
+    files = resources.files("attnmt.serve") / "static"
+    assets = {name: (files / name).read_bytes() for name in STATIC}
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> Response:
+        return Response(assets["index.html"], media_type="text/html; charset=utf-8")
+
+    @app.get("/static/{name}", include_in_schema=False)
+    async def asset(name: str) -> Response:
+        if name not in assets:
+            return JSONResponse({"error": f"no such file: {name}"}, status_code=404)
+        return Response(assets[name], media_type=f"{STATIC[name]}; charset=utf-8")
+
+    return app

@@ -1,0 +1,71 @@
+"""A running attnmt-serve over the tiny trained model, and a small HTTP client for it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+SERVE = str(Path(sysconfig.get_path("scripts")) / "attnmt-serve")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def request(url: str, body: bytes | dict | None = None, content_type: str = "application/json"):
+    """(status, parsed JSON or text) of a GET, or of a POST when `body` is given."""
+    data = json.dumps(body).encode() if isinstance(body, dict) else body
+    headers = {"Content-Type": content_type} if data is not None else {}
+    call = urllib.request.Request(url, data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(call, timeout=60) as response:
+            status, payload, kind = response.status, response.read(), response.headers
+    except urllib.error.HTTPError as error:
+        status, payload, kind = error.code, error.read(), error.headers
+    if kind.get_content_type() == "application/json":
+        return status, json.loads(payload)
+    return status, payload.decode()
+
+
+class Service:
+    """An attnmt-serve process on a free loopback port."""
+
+    def __init__(self, checkpoint: Path, *overrides: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [SERVE, f"ckpt={checkpoint}", f"port={self.port}", "device=cpu", *overrides]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(self.process.stdout.read().decode())
+            try:
+                if request(self.url + "/v1/health")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("attnmt-serve did not answer within 60 s")
+
+    def translate(self, body: dict | bytes, content_type: str = "application/json"):
+        return request(self.url + "/v1/translate", body, content_type)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def service(trained_run):
+    running = Service(trained_run / "best.pt", "threads=1")
+    yield running
+    running.stop()

@@ -1,0 +1,68 @@
+"""The web page in a real browser: headless Chromium types a sentence and reads the heatmap.
+
+Needs Debian's chromium and chromium-driver (.ci/run installs them) and Python's selenium;
+skipped with the reason where they are missing. The screenshot goes to
+test-artifacts/serve_page.png at the top of the checkout.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--window-size=1100,900",
+    ):
+        options.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=driver)
+    chrome = webdriver.Chrome(options=options, service=service)
+    yield chrome
+    chrome.quit()
+
+
+def test_the_page_translates_and_draws_the_heatmap(browser, service):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(service.url + "/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(ready.text_to_be_present_in_element((By.ID, "direction"), "zh → en"))
+    browser.find_element(By.ID, "source").send_keys("我们明天去公园。")
+    browser.find_element(By.ID, "submit").click()
+    wait.until(lambda page: page.find_elements(By.CSS_SELECTOR, "#heatmap td.cell"))
+    translation = browser.find_element(By.ID, "translation").text
+    best = service.translate({"text": ["我们明天去公园。"], "beam_size": 5, "n_best": 3})[1]
+    expected = best["translations"][0]
+    assert translation == expected["text"] != ""
+    rows = browser.find_elements(By.CSS_SELECTOR, "#heatmap tbody tr")
+    sources = browser.find_elements(By.CSS_SELECTOR, "#heatmap thead th")[1:]
+    cells = browser.find_elements(By.CSS_SELECTOR, "#heatmap td.cell")
+    target_pieces = expected["hypotheses"][0]["target_pieces"]
+    assert [th.text for th in sources] == expected["source_pieces"]
+    assert len(rows) == len(target_pieces) and len(cells) == len(target_pieces) * len(sources)
+    assert "去" in [th.text for th in sources]  # CJK text as characters
+    weights = [float(c.get_attribute("data-weight")) for c in cells[: len(sources)]]
+    assert abs(sum(weights) - 1) < 0.01  # the first row is one softmax
+    items = browser.find_elements(By.CSS_SELECTOR, "#nbest-list li")
+    assert len(items) == len(expected["hypotheses"])
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "serve_page.png"))
