@@ -11,7 +11,7 @@ ARGS ?=
 # The checkpoint make evaluate scores: the best of the newest run under outputs/.
 CKPT ?= $(lastword $(sort $(wildcard outputs/*/*/best.pt)))
 
-.PHONY: install data train evaluate compare test lint format bench scale clean
+.PHONY: install data train evaluate serve compare test lint format bench scale clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +35,10 @@ train: install
 evaluate: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }
 	$(BIN)/attnmt-evaluate ckpt=$(CKPT) sets=[dev,test] $(ARGS)
+
+serve: install
+	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }
+	$(BIN)/attnmt-serve ckpt=$(CKPT) $(ARGS)
 
 compare: install
 	$(BIN)/python scripts/compare.py $(DATA_ARGS) $(ARGS)
