@@ -1,6 +1,7 @@
 """attnmt-train: prepare the data if needed, train, and print the best dev BLEU."""
 
 import logging
+import os
 from pathlib import Path
 
 import hydra
@@ -8,6 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnmt.cli.common import CONFIG_PATH, plain, user_errors
+from attnmt.train.lock import RunLock
 from attnmt.train.trainer import Trainer
 
 
@@ -15,13 +17,16 @@ from attnmt.train.trainer import Trainer
 @user_errors
 def main(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-    logging.getLogger("attnmt").info("run directory: %s", run_dir)
-    summary = Trainer(plain(cfg), run_dir).fit()
-    print(
-        f"best dev BLEU {summary.best_bleu:.2f} ({summary.stopped_because}); "
-        f"best checkpoint: {summary.best_checkpoint}"
-    )
+    # One live run per directory; under torchrun, rank 0 holds it for all ranks.
+    lock = RunLock(run_dir) if int(os.environ.get("RANK", "0")) == 0 else None
+    try:
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        logging.getLogger("attnmt").info("run directory: %s", run_dir)
+        summary = Trainer(plain(cfg), run_dir).fit()
+    finally:
+        if lock:
+            lock.release()
+    print(summary.describe())
     return summary.best_bleu
 
 

@@ -47,8 +47,10 @@ def start(device_name: str) -> tuple[Ranks, torch.device]:
 
 
 def stop() -> None:
-    """Leave the process group (at the end of training)."""
+    """Leave the process group (at the end of training), all ranks together: a rank that
+    tears its connections down while another still uses them can abort the other."""
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

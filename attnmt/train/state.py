@@ -89,3 +89,19 @@ class Summary:
     steps: int
     epochs: int
     stopped_because: str
+    last_checkpoint: Path | None = None
+
+    def describe(self) -> str:
+        """One line for the end of a run: the best dev BLEU and its checkpoint, or, when no
+        validation ran, where the last checkpoint is."""
+        if self.best_checkpoint is None:
+            kept = (
+                f"last checkpoint: {self.last_checkpoint}"
+                if self.last_checkpoint
+                else ("no checkpoint written")
+            )
+            return f"no validation ran ({self.stopped_because} at step {self.steps}); {kept}"
+        return (
+            f"best dev BLEU {self.best_bleu:.2f} ({self.stopped_because}); "
+            f"best checkpoint: {self.best_checkpoint}"
+        )

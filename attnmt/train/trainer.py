@@ -29,7 +29,7 @@ from attnmt.config import to_dataclass
 from attnmt.data.dataset import Batch, ParallelData
 from attnmt.data.prepare import DataConfig, prepare_dataset, spm_model_name
 from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
-from attnmt.errors import AttnmtError, CheckpointError
+from attnmt.errors import AttnmtError, CheckpointError, ConfigError
 from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
 from attnmt.plot import attention_heatmap, learning_curve
 from attnmt.runtime import keep_freed_memory, set_threads
@@ -137,6 +137,11 @@ class Trainer:
         src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
         self.train_data = ParallelData(self.folder, "train", src, tgt)
         self.dev_data = ParallelData(self.folder, "dev", src, tgt)
+        if not len(self.dev_data):
+            raise ConfigError(
+                f"data.dev_size={self.data_cfg.dev_size}: the dev split is empty, and training "
+                "validates on it (dev BLEU picks best.pt); set data.dev_size to 1 or more"
+            )
         self.tokenizers = {
             lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
         }
@@ -206,8 +211,16 @@ class Trainer:
         """Drop records written after the checkpoint, which the resumed run writes again."""
         if not self.metrics_path.is_file():
             return
+        kept = []
         lines = self.metrics_path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if line and json.loads(line)["step"] <= step]
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # cut short by a kill mid-write: written again
+                log.warning("%s:%d: an unfinished record, dropped", self.metrics_path, number)
+                continue
+            if record["step"] <= step:
+                kept.append(line)
         self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
     # ------------------------------------------------------------ steps
@@ -385,21 +398,16 @@ class Trainer:
             for number, handler in handlers.items():
                 signal.signal(number, handler)
         distributed.stop()
-        best = self.run_dir / "best.pt"
+        best, last = self.run_dir / "best.pt", self.run_dir / "last.pt"
         summary = Summary(
             self.progress.best_bleu,
-            best if best.is_file() else None,
+            best if best.is_file() and self.progress.best_step else None,
             self.progress.step,
             self.progress.epoch,
             reason,
+            last if last.is_file() else None,
         )
-        log.info(
-            "stopped: %s. best dev BLEU %.2f at step %d: %s",
-            reason,
-            summary.best_bleu,
-            self.progress.best_step,
-            summary.best_checkpoint,
-        )
+        log.info("stopped: %s", summary.describe())
         return summary
 
     def _loop(self) -> str:

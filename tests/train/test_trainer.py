@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from attnmt.checkpoint import load_checkpoint
-from attnmt.errors import CheckpointError
+from attnmt.errors import CheckpointError, ConfigError
 from attnmt.train import checkpoint as ckpt
+from attnmt.train.state import Summary
 from attnmt.train.trainer import Trainer, TrainingError
 from attnmt.train.validate import validate
 from tests.conftest import compose_config, plain, tiny_train_overrides
@@ -100,7 +101,7 @@ def _wait_for(path, process, seconds=60):
         time.sleep(0.05)
 
 
-def test_sigkill_after_a_checkpoint_then_resume_gives_the_same_losses(tiny_corpus, tmp_path):
+def test_a_live_run_keeps_its_directory_and_a_sigkilled_one_resumes_exactly(tiny_corpus, tmp_path):
     whole = tmp_path / "whole"
     subprocess.run(
         _train_command(tiny_corpus, tmp_path, whole, "trainer.max_steps=40"),
@@ -115,6 +116,9 @@ def test_sigkill_after_a_checkpoint_then_resume_gives_the_same_losses(tiny_corpu
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     _wait_for(killed / "last.pt", process)
+    second = subprocess.run(command, capture_output=True, cwd=tmp_path)  # into a live run
+    assert second.returncode == 2
+    assert f"{killed}: another attnmt-train (pid {process.pid})".encode() in second.stderr
     process.kill()  # SIGKILL: no handler runs
     process.wait()
     saved_step = load_checkpoint(killed / "last.pt")["progress"]["step"]
@@ -167,3 +171,25 @@ def test_resume_with_another_architecture_names_the_keys(tiny_corpus, tmp_path):
 def test_validation_draws_attention_heatmaps(trained_run):
     pictures = sorted((trained_run / "attention").glob("step*_*.png"))
     assert pictures and all(p.stat().st_size > 0 for p in pictures)
+
+
+def test_an_empty_dev_split_is_refused_naming_the_key(tiny_corpus, tmp_path):
+    with pytest.raises(ConfigError, match=r"data.dev_size=0: the dev split is empty"):
+        make_trainer(tiny_corpus, tmp_path, "run", "data.dev_size=0")
+
+
+def test_a_half_written_metrics_line_does_not_stop_a_resume(tiny_corpus, tmp_path):
+    make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_steps=2").fit()
+    with open(tmp_path / "run" / "metrics.jsonl", "a", encoding="utf-8") as out:
+        out.write('{"kind": "train", "st')  # killed mid-write
+    make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_steps=4", "trainer.resume=auto").fit()
+    assert [step for step, _ in losses(tmp_path / "run")] == [1, 2, 3, 4]
+
+
+def test_a_run_without_validation_says_so_and_names_last_pt(tmp_path):
+    summary = Summary(-1.0, None, 3, 0, "stopped by SIGTERM", tmp_path / "last.pt")
+    assert summary.describe() == (
+        f"no validation ran (stopped by SIGTERM at step 3); last checkpoint: {tmp_path / 'last.pt'}"
+    )
+    validated = Summary(20.5, tmp_path / "best.pt", 9, 1, "trainer.max_steps=9 reached")
+    assert validated.describe().startswith("best dev BLEU 20.50 (trainer.max_steps=9 reached)")
