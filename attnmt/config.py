@@ -29,6 +29,15 @@ def to_dataclass(cls: type[T], values: Mapping[str, Any], prefix: str) -> T:
     if unknown:
         names = ", ".join(f"{prefix}.{key}" for key in unknown)
         raise ConfigError(f"unknown config key {names}; valid keys: {', '.join(sorted(fields))}")
+    required = [
+        name
+        for name, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in values]
+    if missing:
+        names = ", ".join(f"{prefix}.{key}" if prefix else key for key in missing)
+        raise ConfigError(f"missing config key {names}")
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():

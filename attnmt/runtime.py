@@ -22,6 +22,13 @@ def pick_device(name: str, key: str) -> torch.device:
         raise ConfigError(f"{key}={name!r}: use auto, cpu, cuda or cuda:N") from None
 
 
+def amp_dtype(amp: bool, device: torch.device) -> torch.dtype | None:
+    """The autocast type of mixed precision on `device`: CUDA only, bf16 where supported."""
+    if not amp or device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
 def set_threads(threads: int | None) -> None:
     """Use `threads` CPU threads (None: all cores)."""
     torch.set_num_threads(threads or os.cpu_count() or 1)

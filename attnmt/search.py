@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnmt.data.tokenizer import BOS_ID, EOS_ID
 from attnmt.model.seq2seq import Seq2Seq
+from attnmt.vocab import BOS_ID, EOS_ID
 
 
 @dataclass

@@ -16,11 +16,11 @@ from sentencepiece import SentencePieceProcessor
 from attnmt.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
-from attnmt.data.tokenizer import EOS_ID
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import Seq2Seq, build_model
 from attnmt.runtime import pick_device
 from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
+from attnmt.vocab import EOS_ID, EOS_PIECE
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +189,16 @@ class Translator:
         sources = [np.array(pieces[i][:limit], dtype=np.int64) for i in filled]
         found = translate_ids(self.model, sources, search, self.device, attention)
         results = [Translation([], [], len(ids) > limit) for ids in pieces]
-        for i, hypotheses in zip(filled, found, strict=True):
-            results[i].source_pieces = [self.source_sp.id_to_piece(t) for t in pieces[i][:limit]]
-            results[i].source_pieces.append("</s>")
-            results[i].hypotheses = [self._candidate(h) for h in hypotheses]
+        for i, source, hypotheses in zip(filled, sources, found, strict=True):
+            results[i] = self.describe(source, hypotheses, len(pieces[i]) > limit)
         return results
+
+    def describe(
+        self, source: np.ndarray, hypotheses: list[Hypothesis], truncated: bool = False
+    ) -> Translation:
+        """The `Translation` of source ids (without EOS) and their hypotheses: pieces, texts."""
+        source_pieces = [self.source_sp.id_to_piece(int(t)) for t in source] + [EOS_PIECE]
+        return Translation(source_pieces, [self._candidate(h) for h in hypotheses], truncated)
 
     def _candidate(self, hypothesis: Hypothesis) -> Candidate:
         pieces = [self.target_sp.id_to_piece(i) for i in hypothesis.ids]
@@ -201,6 +206,6 @@ class Translator:
         return Candidate(
             self.target_sp.decode(hypothesis.ids),
             hypothesis.score,
-            pieces + ["</s>"] if hypothesis.ended else pieces,
+            pieces + [EOS_PIECE] if hypothesis.ended else pieces,
             weights.float().numpy() if weights is not None else None,
         )

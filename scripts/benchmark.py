@@ -40,7 +40,7 @@ from omegaconf import OmegaConf
 from sacrebleu.metrics import BLEU
 
 from attnmt.config import to_dataclass
-from attnmt.data.prepare import DataConfig
+from attnmt.data.config import DataConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"

@@ -100,11 +100,11 @@ def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, tiny_corpus) -> Path:
     """A run directory whose best.pt learned the tiny corpus a little (a few seconds)."""
-    from attnmt.train.trainer import Trainer
+    from attnmt.train.build import build_trainer
 
     root = tmp_path_factory.mktemp("trained")
     overrides = [*tiny_train_overrides(tiny_corpus, root / "data"), "trainer.max_steps=60"]
     run_dir = root / "run"
     run_dir.mkdir()
-    Trainer(plain(compose_config("train", overrides)), run_dir).fit()
+    build_trainer(plain(compose_config("train", overrides)), run_dir).fit()
     return run_dir

@@ -109,7 +109,7 @@ def test_a_copied_checkpoint_evaluates_given_source_and_reference(trained_run, t
 
 def test_rebuilding_the_data_with_another_vocabulary_keeps_older_checkpoints(trained_run):
     from attnmt.config import to_dataclass
-    from attnmt.data.prepare import DataConfig
+    from attnmt.data.config import DataConfig
 
     before = texts(Translator.load(trained_run / "best.pt"))
     config = ckpt.load_checkpoint(trained_run / "best.pt")["config"]["data"]

@@ -10,7 +10,7 @@ from attnmt.cli.common import tool_config
 from attnmt.cli.evaluate import EvaluateOptions
 from attnmt.cli.translate import TranslateOptions
 from attnmt.config import to_dataclass
-from attnmt.data.prepare import DataConfig
+from attnmt.data.config import DataConfig
 from attnmt.errors import ConfigError
 from attnmt.options import build, option_names
 from attnmt.train.state import TrainerConfig

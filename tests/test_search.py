@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnmt.data.tokenizer import EOS_ID
 from attnmt.search import beam_search, best_extensions, greedy, max_lengths, row_top_k
+from attnmt.vocab import EOS_ID
 from tests.model.test_seq2seq import batch, tiny_model
 
 

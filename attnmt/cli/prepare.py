@@ -5,7 +5,8 @@ from omegaconf import DictConfig
 
 from attnmt.cli.common import CONFIG_PATH, plain, user_errors
 from attnmt.config import to_dataclass
-from attnmt.data.prepare import DataConfig, prepare_dataset, summary_table
+from attnmt.data.config import DataConfig
+from attnmt.data.prepare import prepare_dataset, summary_table
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="prepare", version_base="1.3")

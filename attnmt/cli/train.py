@@ -9,8 +9,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnmt.cli.common import CONFIG_PATH, plain, user_errors
+from attnmt.train.build import build_trainer
 from attnmt.train.lock import RunLock
-from attnmt.train.trainer import Trainer
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
@@ -22,7 +22,7 @@ def main(cfg: DictConfig) -> float:
     try:
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         logging.getLogger("attnmt").info("run directory: %s", run_dir)
-        summary = Trainer(plain(cfg), run_dir).fit()
+        summary = build_trainer(plain(cfg), run_dir).fit()
     finally:
         if lock:
             lock.release()

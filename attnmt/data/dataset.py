@@ -11,8 +11,8 @@ import torch
 from torch import Tensor
 
 from attnmt.data.ids import TokenIds
-from attnmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from attnmt.errors import DataError
+from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass
@@ -30,6 +30,13 @@ class Batch:
     @property
     def target_tokens(self) -> int:
         return int((self.target != PAD_ID).sum())
+
+    @staticmethod
+    def padding_share(batches: Sequence[Batch]) -> float:
+        """The share of padding in the batches' source and target tensors."""
+        cells = sum(b.source.numel() + b.target.numel() for b in batches)
+        real = sum(int(b.source_lengths.sum()) + b.target_tokens for b in batches)
+        return round(1 - real / cells, 4)
 
     def to(self, device: torch.device) -> Batch:
         """The batch on `device`; to CUDA through pinned memory, without blocking the host."""

@@ -17,7 +17,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,91 +25,15 @@ from sentencepiece import SentencePieceProcessor
 
 from attnmt.config import output_path, to_dict
 from attnmt.data import corpus, sources
+from attnmt.data.config import PIPELINE_VERSION, DataConfig, spm_model_name
 from attnmt.data.ids import IdsWriter
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
-from attnmt.errors import ConfigError, DataError
-
-# Bump when the pipeline's output changes for the same config and input.
-PIPELINE_VERSION = 1
+from attnmt.errors import DataError
 
 ENCODE_CHUNK = 10_000  # pairs tokenised at a time
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VocabConfig:
-    """SentencePiece settings: separate models per language unless `joint`."""
-
-    joint: bool = False
-    src_size: int = 4000
-    tgt_size: int = 4000
-    joint_size: int = 8000
-    model_type: str = "unigram"
-    coverage: dict[str, float] = field(default_factory=lambda: {"zh": 0.9995, "en": 1.0})
-    max_sentences: int = 300_000
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """The `data` config group; see configs/data/*.yaml for what each key means."""
-
-    name: str
-    source: str = "tatoeba"
-    raw_path: str | None = None
-    url: str | None = None
-    sha256: str | None = None
-    en_path: str | None = None
-    zh_path: str | None = None
-    split_dir: str | None = None
-    src_lang: str = "zh"
-    tgt_lang: str = "en"
-    processed_dir: str = "data/processed"
-    dev_size: int = 1000
-    test_size: int = 1000
-    seed: int = 1234
-    max_length: int = 80
-    max_ratio: float = 5.0
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-
-    def __post_init__(self) -> None:
-        for key in ("src_lang", "tgt_lang"):
-            if getattr(self, key) not in corpus.LANGUAGES:
-                raise ConfigError(f"data.{key}={getattr(self, key)!r}: must be 'zh' or 'en'")
-        if self.src_lang == self.tgt_lang:
-            raise ConfigError(f"data.src_lang and data.tgt_lang are both {self.src_lang!r}")
-        if self.source not in ("tatoeba", "files", "splits"):
-            raise ConfigError(
-                f"data.source={self.source!r}: must be 'tatoeba', 'files' or 'splits'"
-            )
-        if self.vocab.model_type not in ("unigram", "bpe"):
-            raise ConfigError(
-                f"data.vocab.model_type={self.vocab.model_type!r}: must be 'unigram' or 'bpe'"
-            )
-
-    @property
-    def folder(self) -> Path:
-        """Where the processed dataset of this config lives: `{name}.{src}-{tgt}.{hash}`, the
-        hash of every setting (but where it goes), so that two configs of one corpus (say two
-        vocabulary sizes) never rebuild each other's folder under a run that trained on it."""
-        digest = hashlib.sha256(json.dumps(_settings(self), sort_keys=True).encode())
-        name = f"{self.name}.{self.src_lang}-{self.tgt_lang}.{digest.hexdigest()[:8]}"
-        return Path(self.processed_dir) / name
-
-
-def _settings(cfg: DataConfig) -> dict[str, Any]:
-    """The config's settings that shape the output: all but `processed_dir`, with the version
-    of the pipeline."""
-    settings = to_dict(cfg)
-    settings.pop("processed_dir")
-    settings["pipeline_version"] = PIPELINE_VERSION
-    return settings
-
-
-def spm_model_name(cfg: DataConfig, lang: str) -> str:
-    """The file name of the SentencePiece model that tokenises `lang`."""
-    return "spm.joint.model" if cfg.vocab.joint else f"spm.{lang}.model"
 
 
 def _split_codes(
@@ -155,7 +78,7 @@ def _write_split_text(staged: corpus.StagedPairs, codes: np.ndarray, folder: Pat
 
 def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
     """A hash of everything the output depends on: the config (less where it goes) and input."""
-    payload = json.dumps([_settings(cfg), hashes], sort_keys=True)
+    payload = json.dumps([cfg.settings(), hashes], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

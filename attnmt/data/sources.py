@@ -10,14 +10,11 @@ import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from attnmt.data import corpus
+from attnmt.data.config import DataConfig
 from attnmt.data.split import SPLITS
 from attnmt.errors import ConfigError, DataError
-
-if TYPE_CHECKING:  # prepare.py imports this module
-    from attnmt.data.prepare import DataConfig
 
 log = logging.getLogger(__name__)
 

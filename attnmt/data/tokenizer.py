@@ -1,4 +1,4 @@
-"""SentencePiece models and the special token ids every part of attnmt shares."""
+"""SentencePiece models: training them with attnmt's special ids (attnmt/vocab.py), loading them."""
 
 from __future__ import annotations
 
@@ -10,11 +10,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from attnmt.errors import DataError
-
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
+from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 

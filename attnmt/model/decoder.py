@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from attnmt.data.tokenizer import PAD_ID
 from attnmt.errors import ConfigError
 from attnmt.model.attention import Attention
 from attnmt.model.encoder import EncoderOutput, rnn_class
+from attnmt.vocab import PAD_ID
 
 
 @dataclass

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnmt.data.tokenizer import PAD_ID
 from attnmt.errors import ConfigError
+from attnmt.vocab import PAD_ID
 
 RNN_TYPES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
 

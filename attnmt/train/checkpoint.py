@@ -1,14 +1,21 @@
-"""What a training checkpoint adds to the file format of `attnmt.checkpoint`: every RNG
-state as plain tensors and numbers, and the resume checks on the architecture."""
+"""The layout of a training checkpoint (last.pt, best.pt) on top of the file format of
+`attnmt.checkpoint`, every RNG state as plain tensors and numbers, and the checks that decide
+whether a checkpoint can continue a run: pure functions of the saved and current configs."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from attnmt.checkpoint import FORMAT_VERSION, load_checkpoint
+from attnmt.errors import CheckpointError
+from attnmt.train.state import RESUMABLE_CHANGES
 
 # The config groups that define the model's architecture; they must match on resume.
 ARCHITECTURE_GROUPS = ("encoder", "decoder", "attention")
@@ -62,3 +69,66 @@ def architecture_differences(saved: Mapping[str, Any], current: Mapping[str, Any
         for key in sorted(set(old) | set(new))
         if old.get(key) != new.get(key)
     ]
+
+
+@dataclass
+class TrainingCheckpoint:
+    """What a training run saves: enough to resume exactly (optimizer, schedule, scaler,
+    progress, RNG) and to translate (config, model weights, tokenizers' bytes)."""
+
+    model: dict[str, Any]
+    optimizer: dict[str, Any]
+    schedule: dict[str, Any]
+    scaler: dict[str, Any]
+    progress: dict[str, Any]
+    rng: dict[str, Any]
+    config: dict[str, Any]
+    tokenizers: dict[str, Any]
+
+    def payload(self) -> dict[str, Any]:
+        """The plain dict written to disk."""
+        return {
+            "format_version": FORMAT_VERSION,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+        }
+
+    @classmethod
+    def read(cls, path: Path, device: str | torch.device = "cpu") -> TrainingCheckpoint:
+        """A training checkpoint from `path`; an export or a file missing a part is refused."""
+        saved = load_checkpoint(path, device)
+        if saved.get("inference_only"):
+            raise CheckpointError(
+                f"{path}: an inference-only export (attnmt-export) has no optimizer or progress "
+                "to resume from; resume from the run's last.pt"
+            )
+        missing = [f.name for f in fields(cls) if f.name not in saved]
+        if missing:
+            raise CheckpointError(f"{path}: not a training checkpoint (no {', '.join(missing)})")
+        return cls(**{f.name: saved[f.name] for f in fields(cls)})
+
+
+def resume_conflicts(
+    saved: TrainingCheckpoint, config: Mapping[str, Any], tokenizers: Mapping[str, Any]
+) -> list[str]:
+    """Why `saved` cannot continue a run of `config` whose tokenizers are `tokenizers`: the
+    architecture keys that differ, and each language whose SentencePiece model changed."""
+    conflicts = architecture_differences(saved.config, config)
+    for lang, entry in tokenizers.items():
+        if saved.tokenizers.get(lang, {}).get("sha256") != entry["sha256"]:
+            conflicts.append(
+                f"the {lang} SentencePiece model differs from {entry['path']}; "
+                "the data config changed (data.*)"
+            )
+    return conflicts
+
+
+def trainer_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The trainer keys a resume changes, as 'trainer.KEY OLD -> NEW', noting those that change
+    how training goes on rather than only its budget or bookkeeping."""
+    changes = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if old != new:
+            note = "" if key in RESUMABLE_CHANGES else " (changes how training goes on)"
+            changes.append(f"trainer.{key} {old!r} -> {new!r}{note}")
+    return changes

@@ -2,46 +2,76 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 
 @dataclass(frozen=True)
 class TrainerConfig:
-    """The `trainer` config group; configs/trainer/default.yaml documents each key."""
+    """The `trainer` config group: configs/trainer/default.yaml holds every default and
+    documents each key; this class is the schema."""
 
-    device: str = "auto"
-    threads: int | None = None
-    amp: bool = True
-    compile: bool = False
-    seed: int = 1234
-    deterministic: bool = False
-    batch_tokens: int = 4096
-    accumulate: int = 1
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    schedule: str = "plateau"
-    warmup_steps: int = 0
-    min_lr: float = 1e-5
-    plateau_patience: int = 2
-    plateau_factor: float = 0.5
-    clip_grad_norm: float | None = 1.0
-    label_smoothing: float = 0.1
-    max_steps: int | None = None
-    max_epochs: int | None = None
-    max_time: float | None = None
-    log_every: int = 20
-    validate_every: int = 500
-    checkpoint_every: int = 500
-    val_beam_size: int = 1
-    val_max_length_a: float = 1.5
-    val_max_length_b: int = 10
-    samples: int = 3
-    patience: int | None = None
-    max_bad_steps: int = 10
-    resume: str | None = None
+    device: str
+    threads: int | None
+    amp: bool
+    compile: bool
+    seed: int
+    deterministic: bool
+    batch_tokens: int
+    accumulate: int
+    optimizer: str
+    lr: float
+    betas: tuple[float, float]
+    weight_decay: float
+    schedule: str
+    warmup_steps: int
+    min_lr: float
+    plateau_patience: int
+    plateau_factor: float
+    clip_grad_norm: float | None
+    label_smoothing: float
+    max_steps: int | None
+    max_epochs: int | None
+    max_time: float | None
+    log_every: int
+    validate_every: int
+    checkpoint_every: int
+    val_beam_size: int
+    val_max_length_a: float
+    val_max_length_b: int
+    samples: int
+    patience: int | None
+    max_bad_steps: int
+    resume: str | None
+
+    def expected_steps(self, batches_per_epoch: Callable[[], int]) -> int | None:
+        """The step count a progress bar counts to: max_steps, or max_epochs' worth."""
+        if self.max_steps is not None:
+            return self.max_steps
+        if self.max_epochs is not None:
+            return self.max_epochs * math.ceil(batches_per_epoch() / self.accumulate)
+        return None
+
+    def time_left(self, elapsed: float) -> dict[str, str]:
+        """The wall-clock budget left after `elapsed` seconds, for the bar, with max_time."""
+        if self.max_time is None:
+            return {}
+        return {"time_left": f"{max(self.max_time * 60 - elapsed, 0) / 60:.1f}min"}
+
+    def stop_reason(self, progress: Progress, elapsed: float) -> str | None:
+        """Why a run at `progress`, `elapsed` seconds into its training, stops now, or None."""
+        p = progress
+        if self.max_steps is not None and p.step >= self.max_steps:
+            return f"trainer.max_steps={self.max_steps} reached"
+        if self.max_epochs is not None and p.epoch >= self.max_epochs:
+            return f"trainer.max_epochs={self.max_epochs} reached"
+        if self.max_time is not None and elapsed >= self.max_time * 60:
+            return f"trainer.max_time={self.max_time} minutes reached"
+        if self.patience is not None and p.validations_without_improvement >= self.patience:
+            return f"no better dev BLEU in {self.patience} validations (trainer.patience)"
+        return None
 
 
 # Trainer keys that change how a resumed run goes on but not what the model is.
@@ -90,6 +120,19 @@ class Summary:
     epochs: int
     stopped_because: str
     last_checkpoint: Path | None = None
+
+    @classmethod
+    def of(cls, progress: Progress, reason: str, run_dir: Path) -> Summary:
+        """The summary of a run that stopped at `progress` for `reason`."""
+        best, last = run_dir / "best.pt", run_dir / "last.pt"
+        return cls(
+            progress.best_bleu,
+            best if best.is_file() and progress.best_step else None,
+            progress.step,
+            progress.epoch,
+            reason,
+            last if last.is_file() else None,
+        )
 
     def describe(self) -> str:
         """One line for the end of a run: the best dev BLEU and its checkpoint, or, when no

@@ -1,43 +1,46 @@
-"""The training loop: batches, steps, validation, checkpoints, resume, stop conditions.
+"""The training loop, in minGPT's shape: `Trainer` is given a model, its loss, an optimizer
+and schedule, the training data and a validation callback (`attnmt.train.build` wires them
+from a config), and runs steps, validation, checkpoints, resume and the stop conditions.
+It knows nothing of attention or translation.
 
-Everything a run writes goes to its run directory: last.pt, best.pt, metrics.jsonl,
-learning_curve.png (the CLI adds config.yaml and Hydra's own files).
+Everything a run writes goes to its run directory: last.pt, best.pt (see
+`attnmt.train.checkpoint`), and the records of `attnmt.train.records`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
-import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-from torch.nn.parallel import DistributedDataParallel
+from torch import nn
 from tqdm import tqdm
 
-from attnmt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, tokenizer_entry
-from attnmt.config import to_dataclass
+from attnmt.checkpoint import save_checkpoint
 from attnmt.data.dataset import Batch, ParallelData
-from attnmt.data.prepare import DataConfig, prepare_dataset, spm_model_name
-from attnmt.data.tokenizer import PAD_ID, load_sentencepiece
-from attnmt.errors import AttnmtError, CheckpointError, ConfigError
-from attnmt.model.seq2seq import Seq2Seq, build_model, parameter_summary
-from attnmt.plot import attention_heatmap, learning_curve
-from attnmt.runtime import keep_freed_memory, set_threads
-from attnmt.train import checkpoint as ckpt
+from attnmt.errors import AttnmtError, CheckpointError
+from attnmt.runtime import amp_dtype
 from attnmt.train import distributed
-from attnmt.train.schedule import Schedule, build_optimizer
-from attnmt.train.state import RESUMABLE_CHANGES, Progress, Summary, TrainerConfig
-from attnmt.train.validate import Validation, validate
+from attnmt.train.checkpoint import (
+    TrainingCheckpoint,
+    resume_conflicts,
+    rng_state,
+    set_rng_state,
+    trainer_changes,
+)
+from attnmt.train.records import Records
+from attnmt.train.schedule import Schedule
+from attnmt.train.state import Progress, Summary, TrainerConfig
+
+if TYPE_CHECKING:
+    from attnmt.train.validate import Validation
 
 log = logging.getLogger(__name__)
 
@@ -46,115 +49,36 @@ class TrainingError(AttnmtError):
     """Training cannot go on (e.g. the loss stays NaN)."""
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-class TokenLoss(nn.Module):
-    """Summed cross-entropy over a batch's real target tokens (padding never scored).
-
-    A module of its own so that DistributedDataParallel sees the whole computation.
-    """
-
-    def __init__(self, model: Seq2Seq, label_smoothing: float) -> None:
-        super().__init__()
-        self.model, self.label_smoothing = model, label_smoothing
-
-    def forward(
-        self, source: Tensor, source_lengths: Tensor, previous: Tensor, target: Tensor
-    ) -> Tensor:
-        features, _ = self.model(source, source_lengths, previous)
-        real = target != PAD_ID
-        logits = self.model.logits(features[real])  # (N, V): real positions only
-        return F.cross_entropy(
-            logits.float(), target[real], label_smoothing=self.label_smoothing, reduction="sum"
-        )
-
-
 class Trainer:
-    """Trains the model of a resolved config, writing into `run_dir`."""
+    """Trains `model` by minimising `objective` (a module: batch tensors -> summed loss)."""
 
-    def __init__(self, config: dict[str, Any], run_dir: Path) -> None:
-        self.config, self.run_dir = config, run_dir
-        self.cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
-        self.data_cfg = to_dataclass(DataConfig, config["data"], "data")
-        self.ranks, self.device = distributed.start(self.cfg.device)
-        set_threads(self.cfg.threads)
-        keep_freed_memory()
-        torch.use_deterministic_algorithms(self.cfg.deterministic)
-        seed_everything(self.cfg.seed)
-        vocab = self._open_data()
-        src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
-        self.model: Seq2Seq = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(
-            self.device
-        )
-        log.info("model parameters:\n%s", parameter_summary(self.model))
-        if self.cfg.compile:
-            # The decoder's one-step function runs T times per batch: compiled once (any batch
-            # size, dynamic=True), its many small element-wise ops become a few fused kernels.
-            decoder = self.model.decoder
-            decoder.features_step = torch.compile(decoder.features_step, dynamic=True)
-        self.objective: nn.Module = TokenLoss(self.model, self.cfg.label_smoothing)
-        if self.ranks.world > 1:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.objective = DistributedDataParallel(self.objective, device_ids=ids)
-        self.optimizer = build_optimizer(
-            self.model.parameters(),
-            self.cfg.optimizer,
-            self.cfg.lr,
-            self.cfg.betas,
-            self.cfg.weight_decay,
-        )
-        self.schedule = Schedule(
-            self.optimizer,
-            self.cfg.schedule,
-            self.cfg.lr,
-            self.cfg.warmup_steps,
-            self.cfg.min_lr,
-            self.cfg.max_steps,
-            self.cfg.plateau_patience,
-            self.cfg.plateau_factor,
-        )
-        self.autocast_dtype = self._amp_dtype()
+    def __init__(
+        self,
+        cfg: TrainerConfig,
+        run_dir: Path,
+        model: nn.Module,
+        objective: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        schedule: Schedule,
+        train_data: ParallelData,
+        validate: Callable[[], Validation],
+        ranks: distributed.Ranks,
+        device: torch.device,
+        identity: dict[str, Any],
+    ) -> None:
+        """`identity`: what every checkpoint keeps beside the training state (the resolved
+        config and the tokenizers), also what a resume must match."""
+        self.cfg, self.run_dir, self.model, self.objective = cfg, run_dir, model, objective
+        self.optimizer, self.schedule, self.train_data = optimizer, schedule, train_data
+        self.validate, self.ranks, self.device, self.identity = validate, ranks, device, identity
+        self.records = Records(run_dir, enabled=ranks.main)
+        self.autocast_dtype = amp_dtype(cfg.amp, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
         self.progress = Progress()
         self.stop_signal: str | None = None
-        self.metrics_path = run_dir / "metrics.jsonl"
         self._resume()
 
     # ------------------------------------------------------------ setup
-
-    def _open_data(self) -> dict[str, Any]:
-        """Prepare the dataset (rank 0 builds it, the others wait and find it ready), open its
-        train and dev splits and tokenizers; return the manifest's vocabulary sizes."""
-        if not self.ranks.main:
-            distributed.barrier()
-        self.folder, manifest, _ = prepare_dataset(self.data_cfg)
-        if self.ranks.main:
-            distributed.barrier()
-        src, tgt = self.data_cfg.src_lang, self.data_cfg.tgt_lang
-        self.train_data = ParallelData(self.folder, "train", src, tgt)
-        self.dev_data = ParallelData(self.folder, "dev", src, tgt)
-        if not len(self.dev_data):
-            raise ConfigError(
-                f"data.dev_size={self.data_cfg.dev_size}: the dev split is empty, and training "
-                "validates on it (dev BLEU picks best.pt); set data.dev_size to 1 or more"
-            )
-        self.tokenizers = {
-            lang: self.folder / spm_model_name(self.data_cfg, lang) for lang in (src, tgt)
-        }
-        # The models never change during a run: read them once, into every checkpoint.
-        self.tokenizer_entries = {lang: tokenizer_entry(p) for lang, p in self.tokenizers.items()}
-        self.source_sp = load_sentencepiece(self.tokenizers[src])
-        self.target_sp = load_sentencepiece(self.tokenizers[tgt])
-        return manifest["vocab"]
-
-    def _amp_dtype(self) -> torch.dtype | None:
-        if not self.cfg.amp or self.device.type != "cuda":
-            return None
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
     def _resume(self) -> None:
         path = self.cfg.resume
@@ -162,66 +86,29 @@ class Trainer:
             path = self.run_dir / "last.pt"
             if not path.is_file():
                 log.info("trainer.resume=auto: no %s yet, starting fresh", path)
-                return
+                path = None
         if not path:
-            self.metrics_path.unlink(missing_ok=True)
+            self.records.start(resumed_at=None)
             return
-        saved = load_checkpoint(Path(path), self.device)
-        if saved.get("inference_only"):
+        saved = TrainingCheckpoint.read(Path(path), self.device)
+        conflicts = resume_conflicts(saved, self.identity["config"], self.identity["tokenizers"])
+        if conflicts:
             raise CheckpointError(
-                f"trainer.resume={path}: an inference-only export (attnmt-export) has no "
-                "optimizer or progress to resume from; resume from the run's last.pt"
+                f"{path}: the model's architecture and data come from the checkpoint; "
+                f"these conflict: {'; '.join(conflicts)}"
             )
-        differences = ckpt.architecture_differences(saved["config"], self.config)
-        if differences:
-            raise CheckpointError(
-                f"{path}: the model's architecture comes from the checkpoint; "
-                f"these keys conflict: {'; '.join(differences)}"
-            )
-        for lang, entry in self.tokenizer_entries.items():
-            if saved["tokenizers"][lang]["sha256"] != entry["sha256"]:
-                raise CheckpointError(
-                    f"{path}: the {lang} SentencePiece model differs from "
-                    f"{entry['path']}; the data config changed (data.*)"
-                )
-        old = saved["config"]["trainer"]
-        for key in sorted(set(old) | set(self.config["trainer"])):
-            if old.get(key) != self.config["trainer"].get(key):
-                note = "" if key in RESUMABLE_CHANGES else " (changes how training goes on)"
-                log.info(
-                    "resume: trainer.%s %r -> %r%s",
-                    key,
-                    old.get(key),
-                    self.config["trainer"].get(key),
-                    note,
-                )
-        self.model.load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.schedule.load_state_dict(saved["schedule"])
-        self.scaler.load_state_dict(saved["scaler"])
-        self.progress = Progress(**saved["progress"])
-        ckpt.set_rng_state(saved["rng"])
-        if self.ranks.main:
-            self._truncate_metrics(self.progress.step)
+        for change in trainer_changes(saved.config["trainer"], self.identity["config"]["trainer"]):
+            log.info("resume: %s", change)
+        self.model.load_state_dict(saved.model)
+        self.optimizer.load_state_dict(saved.optimizer)
+        self.schedule.load_state_dict(saved.schedule)
+        self.scaler.load_state_dict(saved.scaler)
+        self.progress = Progress(**saved.progress)
+        set_rng_state(saved.rng)
+        self.records.start(resumed_at=self.progress.step)
         log.info(
             "resumed from %s at step %d (epoch %d)", path, self.progress.step, self.progress.epoch
         )
-
-    def _truncate_metrics(self, step: int) -> None:
-        """Drop records written after the checkpoint, which the resumed run writes again."""
-        if not self.metrics_path.is_file():
-            return
-        kept = []
-        lines = self.metrics_path.read_text(encoding="utf-8").splitlines()
-        for number, line in enumerate(lines, start=1):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # cut short by a kill mid-write: written again
-                log.warning("%s:%d: an unfinished record, dropped", self.metrics_path, number)
-                continue
-            if record["step"] <= step:
-                kept.append(line)
-        self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
     # ------------------------------------------------------------ steps
 
@@ -232,16 +119,13 @@ class Trainer:
         # DDP averages gradients over ranks: scaling by world / tokens makes the update the
         # gradient of the step's summed loss / tokens, whatever the number of ranks.
         scale, local = self.ranks.world / tokens, 0.0
+        amp = self.autocast_dtype
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
             no_sync = getattr(self.objective, "no_sync", contextlib.nullcontext)
             with (
                 contextlib.nullcontext() if last else no_sync(),
-                torch.autocast(
-                    self.device.type,
-                    dtype=self.autocast_dtype,
-                    enabled=self.autocast_dtype is not None,
-                ),
+                torch.autocast(self.device.type, dtype=amp, enabled=amp is not None),
             ):
                 batch = batch.to(self.device)
                 loss = self.objective(
@@ -273,31 +157,22 @@ class Trainer:
                 f"trainer.lr or trainer.clip_grad_norm"
             )
 
-    # ------------------------------------------------------------ records
-
-    def _record(self, record: dict[str, Any]) -> None:
-        if not self.ranks.main:
-            return
-        with open(self.metrics_path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record) + "\n")
-
-    def _payload(self) -> dict[str, Any]:
-        return {
-            "format_version": FORMAT_VERSION,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.schedule.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "progress": asdict(self.progress),
-            "rng": ckpt.rng_state(),
-            "config": self.config,
-            "tokenizers": self.tokenizer_entries,
-        }
+    # ------------------------------------------------------------ checkpoints, validation
 
     def _save(self, *names: str) -> None:
         if not self.ranks.main:
             return
-        payload = self._payload()
+        state = TrainingCheckpoint(
+            self.model.state_dict(),
+            self.optimizer.state_dict(),
+            self.schedule.state_dict(),
+            self.scaler.state_dict(),
+            asdict(self.progress),
+            rng_state(),
+            self.identity["config"],
+            self.identity["tokenizers"],
+        )
+        payload = state.payload()
         for name in names:
             save_checkpoint(payload, self.run_dir / name)
 
@@ -305,18 +180,7 @@ class Trainer:
         """Rank 0 validates; every rank learns the dev BLEU (for the schedule and stopping)."""
         result = None
         if self.ranks.main:
-            d = self.data_cfg
-            result = validate(
-                self.model,
-                self.dev_data,
-                self.folder,
-                "dev",
-                d.src_lang,
-                d.tgt_lang,
-                self.target_sp,
-                self.cfg,
-                self.device,
-            )
+            result = self.validate()
             self.model.train()
         bleu = distributed.from_main(result.bleu if result else 0.0, self.device)
         p = self.progress
@@ -332,59 +196,19 @@ class Trainer:
     def _report(self, result: Validation, improved: bool) -> None:
         """Rank 0's records of a validation: metrics, log, checkpoints, pictures."""
         p = self.progress
-        self._record({"kind": "validation", "step": p.step, "epoch": p.epoch, **result.record()})
-        log.info(
-            "step %d: dev loss %.3f ppl %.2f BLEU %.2f chrF %.2f%s",
-            p.step,
-            result.loss,
-            result.perplexity,
-            result.bleu,
-            result.chrf,
-            " (best)" if improved else "",
-        )
-        for source, hypothesis, reference in result.samples:
-            log.info("  src: %s\n  hyp: %s\n  ref: %s", source, hypothesis, reference)
+        self.records.validation(p.step, p.epoch, result, improved)
         self._save(*(["last.pt", "best.pt"] if improved else ["last.pt"]))
-        learning_curve(self.metrics_path, self.run_dir / "learning_curve.png")
-        self._plot_attention(result)
-
-    def _plot_attention(self, result: Validation) -> None:
-        """Heatmaps of the sample dev sentences: attention/step{N}_{i}.png."""
-        folder = self.run_dir / "attention"
-        folder.mkdir(exist_ok=True)
-        for i, (ids, hypothesis) in enumerate(
-            zip(result.sample_sources, result.sample_hypotheses, strict=True)
-        ):
-            source = [self.source_sp.id_to_piece(int(t)) for t in ids] + ["</s>"]
-            target = [self.target_sp.id_to_piece(t) for t in hypothesis.ids]
-            target += ["</s>"] * (hypothesis.attention.shape[0] - len(target))
-            path = folder / f"step{self.progress.step:06d}_{i}.png"
-            attention_heatmap(
-                hypothesis.attention.numpy(), source, target, path, result.samples[i][0]
-            )
+        self.records.draw(p.step, result)
 
     # ------------------------------------------------------------ the loop
 
     def _stop_reason(self, start: float) -> str | None:
         """Why to stop now, or None; when any rank stops, all do."""
-        reason = self._local_stop_reason(start)
+        elapsed = self.progress.elapsed + time.monotonic() - start
+        reason = self.stop_signal or self.cfg.stop_reason(self.progress, elapsed)
         if self.ranks.world > 1 and distributed.total(float(reason is not None), self.device):
             return reason or "another rank stopped"
         return reason
-
-    def _local_stop_reason(self, start: float) -> str | None:
-        p, c = self.progress, self.cfg
-        if self.stop_signal:
-            return self.stop_signal
-        if c.max_steps is not None and p.step >= c.max_steps:
-            return f"trainer.max_steps={c.max_steps} reached"
-        if c.max_epochs is not None and p.epoch >= c.max_epochs:
-            return f"trainer.max_epochs={c.max_epochs} reached"
-        if c.max_time is not None and p.elapsed + time.monotonic() - start >= c.max_time * 60:
-            return f"trainer.max_time={c.max_time} minutes reached"
-        if c.patience is not None and p.validations_without_improvement >= c.patience:
-            return f"no better dev BLEU in {c.patience} validations (trainer.patience)"
-        return None
 
     def _on_signal(self, number: int, _frame: Any) -> None:
         self.stop_signal = f"stopped by {signal.Signals(number).name}"
@@ -397,24 +221,21 @@ class Trainer:
         finally:
             for number, handler in handlers.items():
                 signal.signal(number, handler)
+            self.records.close()
         distributed.stop()
-        best, last = self.run_dir / "best.pt", self.run_dir / "last.pt"
-        summary = Summary(
-            self.progress.best_bleu,
-            best if best.is_file() and self.progress.best_step else None,
-            self.progress.step,
-            self.progress.epoch,
-            reason,
-            last if last.is_file() else None,
-        )
+        summary = Summary.of(self.progress, reason, self.run_dir)
         log.info("stopped: %s", summary.describe())
         return summary
 
     def _loop(self) -> str:
         start, p, c = time.monotonic(), self.progress, self.cfg
         self.model.train()
+
+        def batches_per_epoch() -> int:
+            return len(self.train_data.token_batches(c.batch_tokens, c.seed, 0))
+
         bar = tqdm(
-            total=self._expected_steps(),
+            total=c.expected_steps(batches_per_epoch),
             initial=p.step,
             unit="step",
             mininterval=1.0,
@@ -448,7 +269,7 @@ class Trainer:
                         loss=f"{loss:.3f}",
                         tok_s=f"{speed:,.0f}",
                         lr=f"{lr:.2e}",
-                        **self._time_left(start),
+                        **c.time_left(p.elapsed + time.monotonic() - start),
                     )
                     window_tokens, window_seconds = 0, 0.0
                 if p.step % c.validate_every == 0:
@@ -470,38 +291,6 @@ class Trainer:
     def _log_train(self, loss: float, lr: float, speed: float, batches: list[Batch]) -> None:
         """A metrics.jsonl line for the logging window that ends at this step."""
         p = self.progress
-        self._record(
-            {
-                "kind": "train",
-                "step": p.step,
-                "epoch": p.epoch,
-                "loss": loss,
-                "lr": lr,
-                "tokens_per_s": round(speed),
-                "padding": self._padding(batches),
-            }
-        )
-
-    def _expected_steps(self) -> int | None:
-        """The step count the bar counts to (for its ETA): max_steps, or max_epochs' worth."""
-        c = self.cfg
-        if c.max_steps is not None:
-            return c.max_steps
-        if c.max_epochs is not None:
-            batches = len(self.train_data.token_batches(c.batch_tokens, c.seed, 0))
-            return c.max_epochs * math.ceil(batches / c.accumulate)
-        return None
-
-    def _time_left(self, start: float) -> dict[str, str]:
-        """The wall-clock budget left, for the bar, when trainer.max_time is set."""
-        if self.cfg.max_time is None:
-            return {}
-        left = self.cfg.max_time * 60 - self.progress.elapsed - (time.monotonic() - start)
-        return {"time_left": f"{max(left, 0) / 60:.1f}min"}
-
-    @staticmethod
-    def _padding(batches: list[Batch]) -> float:
-        """The share of padding in the batches' source and target tensors."""
-        cells = sum(b.source.numel() + b.target.numel() for b in batches)
-        real = sum(int(b.source_lengths.sum()) + b.target_tokens for b in batches)
-        return round(1 - real / cells, 4)
+        record = {"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr}
+        padding = Batch.padding_share(batches)
+        self.records.write({**record, "tokens_per_s": round(speed), "padding": padding})

@@ -3,9 +3,10 @@
 import numpy as np
 
 from attnmt.config import to_dataclass
+from attnmt.data.config import DataConfig
 from attnmt.data.dataset import ParallelData, chunk_by_tokens, pad
-from attnmt.data.prepare import DataConfig, prepare_dataset
-from attnmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from attnmt.data.prepare import prepare_dataset
+from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID
 from tests.conftest import compose_config, plain, small_data_overrides
 
 

@@ -5,8 +5,9 @@ import pytest
 
 from attnmt.config import to_dataclass
 from attnmt.data import corpus
+from attnmt.data.config import DataConfig
 from attnmt.data.ids import TokenIds
-from attnmt.data.prepare import DataConfig, prepare_dataset
+from attnmt.data.prepare import prepare_dataset
 from attnmt.data.split import SPLITS
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError, DataError
@@ -144,8 +145,10 @@ def test_interrupted_build_is_not_trusted(small_corpus, tmp_path):
 def test_unknown_and_invalid_keys_are_config_errors():
     with pytest.raises(ConfigError, match="data.colour"):
         to_dataclass(DataConfig, {"name": "x", "colour": 1}, "data")
-    with pytest.raises(ConfigError, match="data.src_lang"):
-        to_dataclass(DataConfig, {"name": "x", "src_lang": "fr"}, "data")
+    with pytest.raises(ConfigError, match="missing config key data.source"):
+        to_dataclass(DataConfig, {"name": "x"}, "data")
+    with pytest.raises(ConfigError, match="data.src_lang='fr': must be 'zh' or 'en'"):
+        data_config(["data.src_lang=fr"])
 
 
 def test_given_splits_are_kept_as_they_are(small_corpus, tmp_path):

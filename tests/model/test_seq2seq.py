@@ -5,10 +5,10 @@ import itertools
 import pytest
 import torch
 
-from attnmt.data.tokenizer import PAD_ID
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model, parameter_summary
 from attnmt.options import option_names
+from attnmt.vocab import PAD_ID
 from tests.conftest import compose_config, plain
 
 SRC_VOCAB, TGT_VOCAB = 11, 13

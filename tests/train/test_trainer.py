@@ -13,9 +13,10 @@ import torch
 from attnmt.checkpoint import load_checkpoint
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.train import checkpoint as ckpt
+from attnmt.train.build import build_trainer, validation_search
 from attnmt.train.state import Summary
-from attnmt.train.trainer import Trainer, TrainingError
-from attnmt.train.validate import validate
+from attnmt.train.trainer import TrainingError
+from attnmt.train.validate import Validator
 from tests.conftest import compose_config, plain, tiny_train_overrides
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ def make_trainer(corpus, tmp_path, run, *overrides):
     cfg = compose_config("train", [*tiny_train_overrides(corpus, tmp_path / "data"), *overrides])
     run_dir = tmp_path / run
     run_dir.mkdir(exist_ok=True)
-    return Trainer(plain(cfg), run_dir)
+    return build_trainer(plain(cfg), run_dir)
 
 
 def losses(run_dir):
@@ -40,17 +41,11 @@ def test_tiny_run_learns_its_training_pairs(tiny_corpus, tmp_path):
     summary = trainer.fit()
     assert summary.steps == 150 and summary.best_checkpoint.is_file()
     assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 0
-    result = validate(
-        trainer.model,
-        trainer.train_data,
-        trainer.folder,
-        "train",
-        "zh",
-        "en",
-        trainer.target_sp,
-        trainer.cfg,
-        trainer.device,
-    )
+    translator = trainer.validate.translator
+    search = validation_search(trainer.cfg)
+    result = Validator(
+        translator, trainer.train_data, translator.dataset_folder, "train", search, 0
+    )()
     assert result.bleu > 40, f"BLEU on its own training pairs only {result.bleu}"
 
 

@@ -1,0 +1,91 @@
+"""The `data` config group as typed settings: where a corpus comes from, how it is split,
+cleaned and tokenised, and the processed folder its settings name. Every default lives in
+configs/data/*.yaml; these classes are the schema."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnmt.config import to_dict
+from attnmt.data.corpus import LANGUAGES
+from attnmt.errors import ConfigError
+
+# Bump when the pipeline's output changes for the same config and input.
+PIPELINE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    """SentencePiece settings: separate models per language unless `joint`."""
+
+    joint: bool
+    src_size: int
+    tgt_size: int
+    joint_size: int
+    model_type: str
+    coverage: dict[str, float]
+    max_sentences: int
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The `data` config group; see configs/data/*.yaml for what each key means."""
+
+    name: str
+    source: str
+    raw_path: str | None
+    url: str | None
+    sha256: str | None
+    en_path: str | None
+    zh_path: str | None
+    split_dir: str | None
+    src_lang: str
+    tgt_lang: str
+    processed_dir: str
+    dev_size: int
+    test_size: int
+    seed: int
+    max_length: int
+    max_ratio: float
+    vocab: VocabConfig
+
+    def __post_init__(self) -> None:
+        for key in ("src_lang", "tgt_lang"):
+            if getattr(self, key) not in LANGUAGES:
+                raise ConfigError(f"data.{key}={getattr(self, key)!r}: must be 'zh' or 'en'")
+        if self.src_lang == self.tgt_lang:
+            raise ConfigError(f"data.src_lang and data.tgt_lang are both {self.src_lang!r}")
+        if self.source not in ("tatoeba", "files", "splits"):
+            raise ConfigError(
+                f"data.source={self.source!r}: must be 'tatoeba', 'files' or 'splits'"
+            )
+        if self.vocab.model_type not in ("unigram", "bpe"):
+            raise ConfigError(
+                f"data.vocab.model_type={self.vocab.model_type!r}: must be 'unigram' or 'bpe'"
+            )
+
+    @property
+    def folder(self) -> Path:
+        """Where the processed dataset of this config lives: `{name}.{src}-{tgt}.{hash}`, the
+        hash of every setting (but where it goes), so that two configs of one corpus (say two
+        vocabulary sizes) never rebuild each other's folder under a run that trained on it."""
+        digest = hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode())
+        name = f"{self.name}.{self.src_lang}-{self.tgt_lang}.{digest.hexdigest()[:8]}"
+        return Path(self.processed_dir) / name
+
+    def settings(self) -> dict[str, Any]:
+        """The settings that shape the output: all but `processed_dir`, with the version of the
+        pipeline."""
+        settings = to_dict(self)
+        settings.pop("processed_dir")
+        settings["pipeline_version"] = PIPELINE_VERSION
+        return settings
+
+
+def spm_model_name(cfg: DataConfig, lang: str) -> str:
+    """The file name of the SentencePiece model that tokenises `lang`."""
+    return "spm.joint.model" if cfg.vocab.joint else f"spm.{lang}.model"

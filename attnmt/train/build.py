@@ -1,0 +1,126 @@
+"""From a resolved config to a ready `Trainer`: the one place that wires data, tokenizers,
+model, loss, optimizer, schedule and validation together (the trainer knows none of them by
+name)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from attnmt.checkpoint import tokenizer_entry
+from attnmt.config import to_dataclass
+from attnmt.data.config import DataConfig, spm_model_name
+from attnmt.data.dataset import ParallelData
+from attnmt.data.prepare import prepare_dataset
+from attnmt.data.tokenizer import load_sentencepiece
+from attnmt.errors import ConfigError
+from attnmt.model.seq2seq import build_model, parameter_summary
+from attnmt.runtime import keep_freed_memory, set_threads
+from attnmt.train import distributed
+from attnmt.train.loss import TokenLoss
+from attnmt.train.schedule import Schedule, build_optimizer
+from attnmt.train.state import TrainerConfig
+from attnmt.train.trainer import Trainer
+from attnmt.train.validate import Validator
+from attnmt.translate import SearchConfig, Translator
+
+log = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def open_dataset(cfg: DataConfig, ranks: distributed.Ranks) -> tuple[Path, dict[str, Any]]:
+    """Prepare the dataset (rank 0 builds it, the others wait and find it ready)."""
+    if not ranks.main:
+        distributed.barrier()
+    folder, manifest, _ = prepare_dataset(cfg)
+    if ranks.main:
+        distributed.barrier()
+    return folder, manifest
+
+
+def validation_search(cfg: TrainerConfig) -> SearchConfig:
+    """How validation decodes the dev set."""
+    try:
+        return SearchConfig(
+            beam_size=cfg.val_beam_size,
+            max_length_a=cfg.val_max_length_a,
+            max_length_b=cfg.val_max_length_b,
+            batch_tokens=cfg.batch_tokens,
+        )
+    except ConfigError as error:
+        raise ConfigError(f"trainer.val_{error}") from None
+
+
+def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
+    """The trainer of a resolved config (the `train` config), writing into `run_dir`."""
+    cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
+    data_cfg = to_dataclass(DataConfig, config["data"], "data")
+    search = validation_search(cfg)
+    ranks, device = distributed.start(cfg.device)
+    set_threads(cfg.threads)
+    keep_freed_memory()
+    torch.use_deterministic_algorithms(cfg.deterministic)
+    seed_everything(cfg.seed)
+    folder, manifest = open_dataset(data_cfg, ranks)
+    src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
+    train_data = ParallelData(folder, "train", src, tgt)
+    dev_data = ParallelData(folder, "dev", src, tgt)
+    if not len(dev_data):
+        raise ConfigError(
+            f"data.dev_size={data_cfg.dev_size}: the dev split is empty, and training "
+            "validates on it (dev BLEU picks best.pt); set data.dev_size to 1 or more"
+        )
+    # The tokenizers never change during a run: read once, into every checkpoint.
+    files = {lang: folder / spm_model_name(data_cfg, lang) for lang in (src, tgt)}
+    tokenizers = {lang: tokenizer_entry(path) for lang, path in files.items()}
+    vocab = manifest["vocab"]
+    model = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(device)
+    log.info("model parameters:\n%s", parameter_summary(model))
+    if cfg.compile:
+        # The decoder's one-step function runs T times per batch: compiled once (any batch
+        # size, dynamic=True), its many small element-wise ops become a few fused kernels.
+        model.decoder.features_step = torch.compile(model.decoder.features_step, dynamic=True)
+    objective: torch.nn.Module = TokenLoss(model, cfg.label_smoothing)
+    if ranks.world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        objective = DistributedDataParallel(objective, device_ids=ids)
+    optimizer = build_optimizer(
+        model.parameters(), cfg.optimizer, cfg.lr, cfg.betas, cfg.weight_decay
+    )
+    schedule = Schedule(
+        optimizer,
+        cfg.schedule,
+        cfg.lr,
+        cfg.warmup_steps,
+        cfg.min_lr,
+        cfg.max_steps,
+        cfg.plateau_patience,
+        cfg.plateau_factor,
+    )
+    source_sp, target_sp = (load_sentencepiece(files[lang]) for lang in (src, tgt))
+    translator = Translator(model, source_sp, target_sp, config, device, folder)
+    validator = Validator(translator, dev_data, folder, "dev", search, cfg.samples)
+    return Trainer(
+        cfg,
+        run_dir,
+        model,
+        objective,
+        optimizer,
+        schedule,
+        train_data,
+        validator,
+        ranks,
+        device,
+        identity={"config": config, "tokenizers": tokenizers},
+    )
