@@ -109,3 +109,18 @@ def output_path(value: str | Path, key: str, folder: bool = False) -> Path:
 def to_dict(instance: Any) -> dict[str, Any]:
     """A dataclass as plain dicts and lists (what checkpoints and manifests store)."""
     return dataclasses.asdict(instance)
+
+
+def in_range(
+    key: str, value: float | None, low: float | None = None, high: float | None = None
+) -> None:
+    """Refuse `value` of config key `key` outside [low, high] with a ConfigError naming the key;
+    None (an unset optional key) passes."""
+    if value is None:
+        return
+    if (low is None or value >= low) and (high is None or value <= high):
+        return
+    if low is not None and high is not None:
+        raise ConfigError(f"{key}={value}: must be {low} to {high}")
+    bound = f"at least {low}" if low is not None else f"at most {high}"
+    raise ConfigError(f"{key}={value}: must be {bound}")

@@ -8,12 +8,14 @@ class and one yaml file, and there is no registry to keep in step.
 from __future__ import annotations
 
 import importlib
+import typing
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 from omegaconf import OmegaConf
 
+from attnmt.config import checked
 from attnmt.errors import ConfigError
 
 
@@ -32,6 +34,16 @@ def option_config(group: str, name: str) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.create(text), resolve=True)  # type: ignore[return-value]
 
 
+def constructor_hints(cls: type) -> dict[str, Any]:
+    """The annotated keyword arguments of `cls` and of the bases its `**kwargs` reach."""
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if "__init__" in vars(klass) and klass.__module__.startswith("attnmt."):
+            hints.update(typing.get_type_hints(klass.__init__))
+    hints.pop("return", None)
+    return {k: v for k, v in hints.items() if v is not object}
+
+
 def build(config: Mapping[str, Any], key: str, **runtime: Any) -> Any:
     """The object a `_target_` config names: its class called with the config's other keys
     and `runtime`, what is known only now (sizes, modules).
@@ -46,7 +58,12 @@ def build(config: Mapping[str, Any], key: str, **runtime: Any) -> Any:
         cls = getattr(importlib.import_module(module), name)
     except (ModuleNotFoundError, AttributeError, ValueError):
         raise ConfigError(f"{key}._target_={target!r}: no such class") from None
-    arguments = {k: v for k, v in config.items() if k != "_target_"}
+    hints = constructor_hints(cls)
+    arguments = {
+        k: checked(v, hints[k], f"{key}.{k}") if k in hints else v
+        for k, v in config.items()
+        if k != "_target_"
+    }
     try:
         return cls(**arguments, **runtime)
     except (TypeError, ValueError) as error:  # an unknown key, or a value the class refuses

@@ -14,6 +14,7 @@ import torch
 from sentencepiece import SentencePieceProcessor
 
 from attnmt.checkpoint import load_checkpoint, load_tokenizer
+from attnmt.config import in_range
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
 from attnmt.errors import ConfigError
@@ -23,6 +24,10 @@ from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.vocab import EOS_ID, EOS_PIECE
 
 log = logging.getLogger(__name__)
+
+
+MAX_BEAM_SIZE = 128  # wider beams rank more candidates than the vocabulary may hold
+MAX_OUTPUT_LENGTH = 1000  # pieces; a model that never ends stops here
 
 
 @dataclass(frozen=True)
@@ -39,13 +44,13 @@ class SearchConfig:
     batch_tokens: int = 4096
 
     def __post_init__(self) -> None:
-        for key in ("beam_size", "max_length_b", "max_input_length", "batch_tokens"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}={getattr(self, key)}: must be at least 1")
+        in_range("beam_size", self.beam_size, 1, MAX_BEAM_SIZE)
         if not 1 <= self.n_best <= self.beam_size:
             raise ConfigError(f"n_best={self.n_best}: must be 1 to beam_size ({self.beam_size})")
-        if not 0 <= self.max_length_a <= 100:
-            raise ConfigError(f"max_length_a={self.max_length_a}: must be 0 to 100")
+        in_range("max_length_a", self.max_length_a, 0.0, 100.0)
+        in_range("max_length_b", self.max_length_b, 1, MAX_OUTPUT_LENGTH)
+        in_range("max_input_length", self.max_input_length, 1, None)
+        in_range("batch_tokens", self.batch_tokens, 1, None)
 
 
 @torch.no_grad()

@@ -50,7 +50,7 @@ def test_tool_configs_take_key_value_arguments(name):
         (["beam_size=3"], "attnmt-translate needs ckpt=..."),
         (["ckpt=x.pt", "beam_size=abc"], "beam_size='abc': expected int"),
         (["ckpt=x.pt", "threads=two"], "threads='two': expected int or null"),
-        (["ckpt=x.pt", "beam_size=0"], "beam_size=0: must be at least 1"),
+        (["ckpt=x.pt", "beam_size=0"], "beam_size=0: must be 1 to 128"),
         (["ckpt=x.pt", "n_best=9"], "n_best=9: must be 1 to beam_size (5)"),
     ],
 )

@@ -112,6 +112,6 @@ def test_unwritable_outputs_fail_before_translating(trained_run, tmp_path):
 
 def test_search_settings_that_allow_no_output_are_refused(trained_run):
     result = translate(trained_run, "max_length_a=0", "max_length_b=0", stdin="好\n".encode())
-    assert result.returncode == 2 and b"max_length_b=0: must be at least 1" in result.stderr
+    assert result.returncode == 2 and b"max_length_b=0: must be 1 to 1000" in result.stderr
     result = translate(trained_run, "beam_size=2", "n_best=3", stdin="好\n".encode())
     assert result.returncode == 2 and b"n_best=3: must be 1 to beam_size (2)" in result.stderr

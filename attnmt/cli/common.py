@@ -13,8 +13,9 @@ from typing import Any, NoReturn, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnmt.config import to_dataclass
+from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
+from attnmt.runtime import pick_device
 from attnmt.translate import SearchConfig
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
@@ -80,6 +81,8 @@ class ModelToolOptions:
 
     def __post_init__(self) -> None:
         self.search()  # impossible search settings are refused here, naming the key
+        in_range("threads", self.threads, 1, 1024)
+        pick_device(self.device, "device")
 
     def search(self, n_best: int = 1) -> SearchConfig:
         """The search these options ask for."""

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.checkpoint import export_payload, load_checkpoint, save_checkpoint
+from attnmt.checkpoint import EXPORT_DTYPES, export_payload, load_checkpoint, save_checkpoint
 from attnmt.cli.common import run_tool
 from attnmt.config import output_path
 from attnmt.errors import ConfigError
@@ -16,6 +16,10 @@ class ExportOptions:
     ckpt: str
     output: str
     dtype: str
+
+    def __post_init__(self) -> None:
+        if self.dtype not in EXPORT_DTYPES:
+            raise ConfigError(f"dtype={self.dtype!r}: must be one of {', '.join(EXPORT_DTYPES)}")
 
 
 def main() -> None:

@@ -5,8 +5,9 @@ import signal
 from dataclasses import dataclass
 
 from attnmt.cli.common import run_tool
+from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.runtime import keep_freed_memory, set_threads
+from attnmt.runtime import keep_freed_memory, pick_device, set_threads
 from attnmt.serve.app import Limits, create_app
 from attnmt.translate import SearchConfig, Translator
 
@@ -43,6 +44,8 @@ class ServeOptions:
                 raise ConfigError(f"{key}={getattr(self, key)}: must be at least 1")
         if not self.host:
             raise ConfigError("host='': name an address, e.g. 127.0.0.1")
+        in_range("threads", self.threads, 1, 1024)
+        pick_device(self.device, "device")
         self.search()
 
     def search(self) -> SearchConfig:

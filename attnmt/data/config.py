@@ -10,12 +10,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnmt.config import to_dict
+from attnmt.config import checked, in_range, to_dict
 from attnmt.data.corpus import LANGUAGES
 from attnmt.errors import ConfigError
 
 # Bump when the pipeline's output changes for the same config and input.
 PIPELINE_VERSION = 1
+
+
+# The range of each numeric key (None: unbounded on that side).
+DATA_RANGES = {
+    "dev_size": (0, None),
+    "test_size": (0, None),
+    "seed": (0, 2**32 - 1),
+    "max_length": (1, None),
+    "max_ratio": (1.0, None),
+}
+VOCAB_RANGES = {
+    "src_size": (8, None),  # past the 4 special pieces; SentencePiece names a size too large
+    "tgt_size": (8, None),
+    "joint_size": (8, None),
+    "max_sentences": (1, None),
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,16 @@ class DataConfig:
     vocab: VocabConfig
 
     def __post_init__(self) -> None:
+        for key in ("name", "processed_dir"):
+            if not getattr(self, key):
+                raise ConfigError(f"data.{key} is empty: it names the processed folder")
+        for key, (low, high) in DATA_RANGES.items():
+            in_range(f"data.{key}", getattr(self, key), low, high)
+        for key, (low, high) in VOCAB_RANGES.items():
+            in_range(f"data.vocab.{key}", getattr(self.vocab, key), low, high)
+        for lang, coverage in self.vocab.coverage.items():
+            key = f"data.vocab.coverage.{lang}"
+            in_range(key, checked(coverage, float, key), 0.5, 1.0)
         for key in ("src_lang", "tgt_lang"):
             if getattr(self, key) not in LANGUAGES:
                 raise ConfigError(f"data.{key}={getattr(self, key)!r}: must be 'zh' or 'en'")

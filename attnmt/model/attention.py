@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmt import options
+from attnmt.config import in_range
 from attnmt.errors import ConfigError
 
 
@@ -92,6 +93,7 @@ class AdditiveAttention(Attention):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int) -> None:
         super().__init__(query_dim, key_dim)
+        in_range("attention.attn_dim", attn_dim, 1, 4096)
         self.W = nn.Linear(key_dim, attn_dim, bias=False)
         self.U = nn.Linear(query_dim, attn_dim, bias=False)
         self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -155,6 +157,8 @@ class MultiHeadAttention(Attention):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int, heads: int) -> None:
         super().__init__(query_dim, key_dim)
+        in_range("attention.attn_dim", attn_dim, 1, 4096)
+        in_range("attention.heads", heads, 1, attn_dim)
         if attn_dim % heads:
             raise ConfigError(
                 f"attention.attn_dim={attn_dim} must be a multiple of attention.heads={heads}"

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
 from attnmt.model.attention import Attention
-from attnmt.model.encoder import EncoderOutput, rnn_class
+from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
 from attnmt.vocab import PAD_ID
 
 
@@ -117,6 +117,7 @@ class AttentionDecoder(nn.Module):
         tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
+        check_rnn_sizes("decoder", embedding_dim, hidden_size, num_layers, dropout)
         self.hidden_size = hidden_size
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
         self.attention = attention

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attnmt.config import in_range
 from attnmt.errors import ConfigError
 from attnmt.vocab import PAD_ID
 
@@ -21,6 +22,19 @@ def rnn_class(rnn_type: str, key: str) -> type[nn.RNNBase]:
     if rnn_type not in RNN_TYPES:
         raise ConfigError(f"{key}={rnn_type!r}: valid types are {', '.join(RNN_TYPES)}")
     return RNN_TYPES[rnn_type]
+
+
+MAX_WIDTH = 4096  # embedding and hidden sizes beyond it would not fit in memory as weights
+
+
+def check_rnn_sizes(
+    group: str, embedding_dim: int, hidden_size: int, num_layers: int, dropout: float
+) -> None:
+    """Refuse sizes an RNN of config group `group` cannot take, naming the key."""
+    in_range(f"{group}.embedding_dim", embedding_dim, 1, MAX_WIDTH)
+    in_range(f"{group}.hidden_size", hidden_size, 1, MAX_WIDTH)
+    in_range(f"{group}.num_layers", num_layers, 1, 32)
+    in_range(f"{group}.dropout", dropout, 0.0, 0.99)
 
 
 @dataclass
@@ -46,6 +60,7 @@ class RNNEncoder(nn.Module):
         dropout: float = 0.3,
     ) -> None:
         super().__init__()
+        check_rnn_sizes("encoder", embedding_dim, hidden_size, num_layers, dropout)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)
         self.rnn = rnn_class(rnn_type, "encoder.rnn_type")(

@@ -16,9 +16,10 @@ from typing import Any
 from torch import Tensor, nn
 
 from attnmt import options
+from attnmt.config import checked, in_range
 from attnmt.errors import ConfigError
 from attnmt.model.decoder import AttentionDecoder, DecoderState
-from attnmt.model.encoder import EncoderOutput, RNNEncoder
+from attnmt.model.encoder import MAX_WIDTH, EncoderOutput, RNNEncoder
 
 
 class Seq2Seq(nn.Module):
@@ -56,7 +57,8 @@ def build_model(config: Mapping[str, Any], src_vocab_size: int, tgt_vocab_size: 
     encoder = options.build(config["encoder"], "encoder", vocab_size=src_vocab_size)
     if "hidden_size" not in config["decoder"]:
         raise ConfigError("decoder.hidden_size is required: it sets the query and key width")
-    hidden = config["decoder"]["hidden_size"]
+    hidden = checked(config["decoder"]["hidden_size"], int, "decoder.hidden_size")
+    in_range("decoder.hidden_size", hidden, 1, MAX_WIDTH)  # the attention is built first
     attention = options.build(config["attention"], "attention", query_dim=hidden, key_dim=hidden)
     decoder = options.build(
         config["decoder"],

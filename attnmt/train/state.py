@@ -7,6 +7,40 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnmt.config import in_range
+from attnmt.errors import ConfigError
+from attnmt.runtime import pick_device
+from attnmt.train.schedule import OPTIMIZERS, SCHEDULES
+from attnmt.translate import MAX_BEAM_SIZE, MAX_OUTPUT_LENGTH
+
+# The range of each numeric trainer key (None: unbounded on that side).
+TRAINER_RANGES = {
+    "threads": (1, 1024),
+    "seed": (0, 2**32 - 1),
+    "batch_tokens": (1, None),
+    "accumulate": (1, 100_000),
+    "lr": (0.0, None),
+    "weight_decay": (0.0, None),
+    "warmup_steps": (0, None),
+    "min_lr": (0.0, None),
+    "plateau_patience": (0, None),
+    "plateau_factor": (0.0, 1.0),
+    "clip_grad_norm": (0.0, None),
+    "label_smoothing": (0.0, 1.0),
+    "max_steps": (0, None),
+    "max_epochs": (0, None),
+    "max_time": (0.0, None),
+    "log_every": (1, None),
+    "validate_every": (1, None),
+    "checkpoint_every": (1, None),
+    "val_beam_size": (1, MAX_BEAM_SIZE),
+    "val_max_length_a": (0.0, 100.0),
+    "val_max_length_b": (1, MAX_OUTPUT_LENGTH),
+    "samples": (0, None),
+    "patience": (1, None),
+    "max_bad_steps": (1, None),
+}
+
 
 @dataclass(frozen=True)
 class TrainerConfig:
@@ -45,6 +79,23 @@ class TrainerConfig:
     patience: int | None
     max_bad_steps: int
     resume: str | None
+
+    def __post_init__(self) -> None:
+        for key, (low, high) in TRAINER_RANGES.items():
+            in_range(f"trainer.{key}", getattr(self, key), low, high)
+        for beta in self.betas:
+            in_range("trainer.betas", beta, 0.0, 0.999999)
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"trainer.optimizer={self.optimizer!r}: valid values are {', '.join(OPTIMIZERS)}"
+            )
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(
+                f"trainer.schedule={self.schedule!r}: valid values are {', '.join(SCHEDULES)}"
+            )
+        if self.schedule == "cosine" and not self.max_steps:
+            raise ConfigError("trainer.schedule=cosine needs trainer.max_steps to know its length")
+        pick_device(self.device, "trainer.device")
 
     def expected_steps(self, batches_per_epoch: Callable[[], int]) -> int | None:
         """The step count a progress bar counts to: max_steps, or max_epochs' worth."""

@@ -1,0 +1,98 @@
+"""Every key of every tool, given an odd value, either works or is one ConfigError naming it.
+
+Property-based (hypothesis): keys drawn from each tool's config, values from 0, negatives,
+huge numbers, the wrong type and the empty string. What a tool does with its config before
+any work (composing it, typing it, checking ranges, building the model) runs in-process.
+"""
+
+import re
+from importlib import resources
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+from attnmt.cli.common import tool_config
+from attnmt.cli.evaluate import EvaluateOptions
+from attnmt.cli.export import ExportOptions
+from attnmt.cli.serve import ServeOptions
+from attnmt.cli.translate import TranslateOptions
+from attnmt.config import to_dataclass
+from attnmt.data.config import DataConfig
+from attnmt.errors import ConfigError
+from attnmt.model.seq2seq import build_model
+from attnmt.train.state import TrainerConfig
+from tests.conftest import compose_config, plain
+
+ODD_VALUES = st.one_of(
+    st.sampled_from(["0", "-1", "1000000000000", "-1000000000000", "abc", "''", "0.5", "-0.5"]),
+    st.integers(-(10**15), 10**15).map(str),
+    st.floats(-1e9, 1e9, allow_nan=False).map(lambda x: f"{x:.6f}"),
+)
+TOOLS = {
+    "translate": (TranslateOptions, ["ckpt=x.pt"]),
+    "evaluate": (EvaluateOptions, ["ckpt=x.pt"]),
+    "export": (ExportOptions, ["ckpt=x.pt", "output=y.pt"]),
+    "serve": (ServeOptions, ["ckpt=x.pt"]),
+}
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def leaf_keys(node, prefix=""):
+    """Every settable key of a composed config (not the _target_ that names a class)."""
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from leaf_keys(value, f"{name}.")
+        elif key != "_target_":
+            yield name
+
+
+def assert_works_or_names(key, check):
+    try:
+        check()
+    except ConfigError as error:
+        assert re.search(rf"(^|\W){re.escape(key)}\W", str(error)), (key, str(error))
+
+
+def train_check(overrides):
+    config = plain(compose_config("train", overrides))
+    to_dataclass(TrainerConfig, config["trainer"], "trainer")
+    to_dataclass(DataConfig, config["data"], "data")
+    build_model(config, 60, 50)
+
+
+TRAIN_KEYS = [
+    k
+    for k in leaf_keys(plain(compose_config("train", [])))
+    if k.split(".")[0] in ("trainer", "data", "encoder", "decoder", "attention")
+]
+
+
+@FAST
+@given(key=st.sampled_from(TRAIN_KEYS), value=ODD_VALUES)
+def test_train_keys(key, value):
+    assert_works_or_names(key, lambda: train_check([f"{key}={value}"]))
+
+
+@FAST
+@given(key=st.sampled_from(["attn_dim", "heads"]), value=ODD_VALUES)
+def test_multihead_attention_keys(key, value):
+    overrides = ["attention=multihead", f"attention.{key}={value}"]
+    assert_works_or_names(f"attention.{key}", lambda: train_check(overrides))
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_tool_keys(tool):
+    options, required = TOOLS[tool]
+    text = (resources.files("attnmt.configs.tools") / f"{tool}.yaml").read_text("utf-8")
+    keys = list(OmegaConf.create(text).keys())
+
+    @FAST
+    @given(key=st.sampled_from(keys), value=ODD_VALUES)
+    def check(key, value):
+        arguments = [a for a in required if not a.startswith(f"{key}=")] + [f"{key}={value}"]
+        assert_works_or_names(key, lambda: tool_config(tool, arguments, options))
+
+    check()
