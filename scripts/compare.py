@@ -23,10 +23,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from attnmt.evaluate import evaluate_sets, processed_sets  # noqa: E402
+from attnmt.options import option_names  # noqa: E402
 from attnmt.plot import read_metrics  # noqa: E402
 from attnmt.translate import SearchConfig, Translator  # noqa: E402
 
-SCORERS = ["additive", "dot", "scaled_dot", "bilinear", "multihead"]
+SCORERS = option_names("attention")  # every scorer of configs/attention/
 
 
 def train_all(out: Path, minutes: float, overrides: list[str]) -> None:

@@ -54,10 +54,19 @@ def group_queries(query: Tensor, keys: Tensor) -> Tensor:
 
 
 class Attention(nn.Module):
-    """Soft attention with a scorer s(h, q); subclasses define `score`."""
+    """Soft attention with a scorer s(h, q); subclasses define `score`, and set
+    `equal_widths` when the score needs queries and keys of one width (h^T q)."""
+
+    equal_widths = False
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
+        if self.equal_widths and query_dim != key_dim:
+            raise ConfigError(
+                f"{type(self).__name__} scores h^T q, so the query width (query_dim={query_dim}) "
+                f"must equal the key width (key_dim={key_dim}); in a model both are "
+                "decoder.hidden_size, since the encoder's states are projected to it"
+            )
         self.query_dim = query_dim
         self.key_dim = key_dim
 
@@ -106,23 +115,10 @@ class AdditiveAttention(Attention):
         return self.v(energy).squeeze(-1)  # (B, G, S)
 
 
-def _require_equal_widths(name: str, query_dim: int, key_dim: int) -> None:
-    if query_dim != key_dim:
-        raise ConfigError(
-            f"{name} attention scores h^T q, so the query width (query_dim={query_dim}, set by "
-            f"decoder.hidden_size) must equal the key width (key_dim={key_dim}, set by "
-            f"encoder.hidden_size, doubled when encoder.bidirectional)"
-        )
-
-
 class DotAttention(Attention):
     """Dot-product (Luong) attention: s(h, q) = h^T q."""
 
-    option = "dot"  # the config option, named when the widths differ
-
-    def __init__(self, query_dim: int, key_dim: int) -> None:
-        _require_equal_widths(self.option, query_dim, key_dim)
-        super().__init__(query_dim, key_dim)
+    equal_widths = True
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         return query @ keys.transpose(1, 2)  # (B, G, D) @ (B, D, S) -> (B, G, S)
@@ -130,8 +126,6 @@ class DotAttention(Attention):
 
 class ScaledDotAttention(DotAttention):
     """Scaled dot-product attention: s(h, q) = h^T q / sqrt(D)."""
-
-    option = "scaled_dot"
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         return super().score(query, keys) / math.sqrt(self.key_dim)

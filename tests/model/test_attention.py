@@ -7,6 +7,7 @@ import torch
 
 from attnmt.errors import ConfigError
 from attnmt.model.attention import build_attention
+from attnmt.options import option_names
 
 E = math.e
 
@@ -74,11 +75,16 @@ def test_multihead_by_hand():
     assert weights[0].tolist() == pytest.approx(mean, abs=1e-6)
 
 
-SCORERS = ["additive", "dot", "scaled_dot", "bilinear", "multihead"]
+SCORERS = option_names("attention")  # every configs/attention/*.yaml, a new scorer included
+
+
+def test_the_scorer_list_comes_from_the_configs():
+    assert {"additive", "dot", "scaled_dot", "bilinear", "multihead"} <= set(SCORERS)
 
 
 def _sizes(name):
-    return (5, 5) if name in ("dot", "scaled_dot") else (5, 7)
+    """Unequal query and key widths (5, 7), unless the scorer needs them equal."""
+    return (5, 5) if build_attention(name, 5, 5).equal_widths else (5, 7)
 
 
 @pytest.mark.parametrize("name", SCORERS)
@@ -131,15 +137,15 @@ def test_parameters_carry_the_formulas_names_without_bias():
 
 
 def test_dot_with_unequal_widths_names_sizes_and_keys():
-    with pytest.raises(ConfigError, match=r"query_dim=5.*decoder.hidden_size.*key_dim=7"):
+    with pytest.raises(ConfigError, match=r"query_dim=5.*key_dim=7.*decoder.hidden_size"):
         build_attention("dot", 5, 7)
-    with pytest.raises(ConfigError, match=r"scaled_dot"):
+    with pytest.raises(ConfigError, match=r"ScaledDotAttention"):
         build_attention("scaled_dot", 5, 7)
 
 
 def test_unknown_scorer_lists_the_valid_ones():
-    with pytest.raises(ConfigError, match=r"additive, bilinear, dot, multihead, scaled_dot"):
-        build_attention("cosine", 5, 5)
+    with pytest.raises(ConfigError, match=", ".join(option_names("attention"))):
+        build_attention("no-such-scorer", 5, 5)
 
 
 def test_multihead_width_must_split_into_heads():
