@@ -42,13 +42,11 @@ KEEP_FREED_BYTES = 1 << 30
 def keep_freed_memory() -> None:
     """Let the C allocator reuse freed tensor memory instead of handing it back to the OS.
 
-    glibc serves each block over 32 MB (a decoding step's logits, rows x vocabulary floats, or a
+    glibc serves each large block (a decoding step's logits, rows x vocabulary floats, or a
     training batch's) with its own mmap and unmaps it when freed, so the next step's tensor of
-    the same size faults every page in again: a 40 MB log_softmax took 12 ms, 4.6 ms once its
-    memory was reused. Raising the mmap and trim thresholds keeps such blocks in the heap. On
-    the benchmark model: beam-5 decoding of 1,000 sentences 0.16 s faster, training 11-22% more
-    tokens/s; the price is heap fragmentation, peak RSS 972 -> 1,096 MB in training and 490-540
-    -> 540-550 MB in decoding. Where the C library has no mallopt nothing changes.
+    the same size faults every page in again. Raising the mmap and trim thresholds keeps such
+    blocks in the heap, for more peak memory (heap fragmentation); docs/benchmarks.md has the
+    figures. Where the C library has no mallopt nothing changes.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -101,7 +101,8 @@ def _finish(
 
 def row_top_k(values: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """`values.topk(k, dim=-1)` of a wide (n, V) tensor, ranked in blocks: the same values
-    (equal values may come in another order), 30-50% faster for 4,000-16,000 words on CPU.
+    (equal values may come in another order), and faster than `topk` on CPU for rows of
+    thousands of words (docs/benchmarks.md has the measurement).
 
     Cut each row into blocks of about 100. The k blocks with the best maxima hold the k best
     values: their maxima are k values that nothing in another block beats. So rank the

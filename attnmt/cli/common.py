@@ -54,9 +54,8 @@ def user_errors(main: Callable[[Argument], Any]) -> Callable[[Argument], Any]:
 def exit_now() -> NoReturn:
     """End a tool's process at once, its output written: flush the logs and streams, exit 0.
 
-    Python's normal shutdown tears down torch's modules and threads one by one, about 0.3 s of
-    nothing (as much as decoding 300 sentences); once every file is closed there is nothing left
-    to lose by skipping it.
+    Python's normal shutdown tears down torch's modules and threads one by one, a noticeable
+    part of a short run; once every file is closed there is nothing left to lose by skipping it.
     """
     logging.shutdown()
     sys.stdout.flush()
@@ -101,9 +100,9 @@ def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> 
     """The `options` of tool `name`: configs/tools/NAME.yaml with key=value `arguments` merged
     in, each value checked against its field's type.
 
-    translate and evaluate read a trained model and have no config groups, so they take plain
-    OmegaConf rather than Hydra: 4 ms instead of Hydra's 0.2 s with its import, which is as
-    long as translating 200 sentences. `--help` prints the commented defaults.
+    The tools that read a trained model have no config groups, so they take plain OmegaConf,
+    which starts much sooner than Hydra with its import. `--help` prints the commented
+    defaults.
     """
     tool = f"attnmt-{name}"
     text = (resources.files(TOOLS_CONFIG_PACKAGE) / f"{name}.yaml").read_text(encoding="utf-8")

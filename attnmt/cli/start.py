@@ -1,11 +1,11 @@
 """The console scripts' entry points (pyproject.toml's [project.scripts]).
 
-Each imports its tool with Python's cycle collector paused. Importing torch makes some 175,000
-objects that the collector tracks, nearly all of them alive until the process ends; with the
-collector on, that import ran about 370 collections (90 ms) and a later full collection walked
-all of them again (50 ms), on every start. Paused, then frozen (`gc.freeze`: later collections
-skip what exists now), a tool starts 0.15 s sooner. `python -m attnmt.cli.TOOL` runs the same
-tool without the pause.
+Each imports its tool with Python's cycle collector paused. Importing torch makes a great
+many objects that the collector tracks, nearly all of them alive until the process ends; with
+the collector on, the import runs hundreds of collections over them, and later full
+collections walk them again, on every start. Paused, then frozen (`gc.freeze`: later
+collections skip what exists now), a tool starts sooner. `python -m attnmt.cli.TOOL` runs the
+same tool without the pause.
 """
 
 import gc

@@ -9,7 +9,9 @@ gives the weights, and the context is their weighted sum of the keys:
 
 `attend` computes those two lines for every scorer. A scorer is a subclass of `Attention` that
 overrides `score`; what does not depend on the query (W h for additive) goes in `prepare_keys`,
-which the decoder calls once per sentence and passes to every step.
+which the decoder calls once per sentence and passes to every step. A scorer with heads
+(multihead) also says what the weights average (`values`) and how its heads become one
+context (`merge_heads`); `forward` is the same for all.
 
 A sentence may have several queries at once: beam search's K hypotheses of one sentence all
 attend over the same keys. The keys are then kept once per sentence (B of them) and the
@@ -92,9 +94,21 @@ class Attention(nn.Module):
         """
         if prepared_keys is None:
             prepared_keys = self.prepare_keys(keys)
-        scores = self.score(group_queries(query, keys), prepared_keys)  # (B, G, S)
-        context, weights = attend(scores, mask.unsqueeze(1), keys)
+        scores = self.score(group_queries(query, keys), prepared_keys)  # (B, [H,] G, S)
+        mask = mask.view(mask.size(0), *[1] * (scores.dim() - 2), mask.size(1))
+        context, weights = attend(scores, mask, self.values(keys, prepared_keys))
+        context, weights = self.merge_heads(context, weights)  # (B, G, Dk), (B, G, S)
         return context.flatten(0, 1), weights.flatten(0, 1)
+
+    def values(self, keys: Tensor, prepared_keys: Tensor) -> Tensor:
+        """What the weights average: the keys h_i themselves, unless a scorer with heads
+        projects them (B, [H,] S, *)."""
+        return keys
+
+    def merge_heads(self, context: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+        """One context and one weight row per query, from a scorer's heads; without heads,
+        what `attend` gave."""
+        return context, weights
 
 
 class AdditiveAttention(Attention):
@@ -174,16 +188,12 @@ class MultiHeadAttention(Attention):
         scores = projected_query @ projected_keys.transpose(-1, -2)  # (B, H, G, S)
         return scores / math.sqrt(projected_query.shape[-1])
 
-    def forward(
-        self, query: Tensor, keys: Tensor, mask: Tensor, prepared_keys: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        if prepared_keys is None:
-            prepared_keys = self.prepare_keys(keys)
-        values = self._split_heads(prepared_keys.chunk(2, dim=-1)[1])  # (B, H, S, A/H)
-        scores = self.score(group_queries(query, keys), prepared_keys)  # (B, H, G, S)
-        head_contexts, weights = attend(scores, mask[:, None, None], values)  # (B, H, G, A/H)
-        context = self.O(head_contexts.transpose(1, 2).flatten(2))  # (B, G, Dk)
-        return context.flatten(0, 1), weights.mean(dim=1).flatten(0, 1)
+    def values(self, keys: Tensor, prepared_keys: Tensor) -> Tensor:
+        return self._split_heads(prepared_keys.chunk(2, dim=-1)[1])  # V h: (B, H, S, A/H)
+
+    def merge_heads(self, context: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+        # context (B, H, G, A/H) -> O [head_1; ...; head_H]: (B, G, Dk); weights: their mean
+        return self.O(context.transpose(1, 2).flatten(2)), weights.mean(dim=1)
 
 
 def build_attention(name: str, query_dim: int, key_dim: int, **options_: object) -> Attention:
