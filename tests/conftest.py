@@ -34,14 +34,14 @@ def shared_corpus() -> Path:
     return needs_shared_corpus()
 
 
+FIXTURE_CORPUS = REPO / "tests" / "fixtures" / "cmn-1200.txt"  # with its attribution
+
+
 @pytest.fixture(scope="session")
-def small_corpus(tmp_path_factory, shared_corpus) -> Path:
-    """The first 1,200 lines of the shared corpus (short sentences, with shared translations)."""
-    path = tmp_path_factory.mktemp("corpus") / "cmn-small.txt"
-    with open(shared_corpus, encoding="utf-8") as source:
-        lines = [next(source) for _ in range(1200)]
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
+def small_corpus() -> Path:
+    """The first 1,200 lines of the Tatoeba corpus (short sentences, with shared translations),
+    shipped in tests/fixtures so the suite needs no ../shared."""
+    return FIXTURE_CORPUS
 
 
 def small_data_overrides(corpus: Path, processed: Path) -> list[str]:
@@ -58,11 +58,11 @@ def small_data_overrides(corpus: Path, processed: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def tiny_corpus(tmp_path_factory, shared_corpus) -> Path:
-    """The first 400 lines of the shared corpus: enough for a model to learn by heart."""
+def tiny_corpus(tmp_path_factory) -> Path:
+    """The first 400 lines of the fixture corpus: enough for a model to learn by heart."""
     path = tmp_path_factory.mktemp("tiny") / "cmn-tiny.txt"
-    with open(shared_corpus, encoding="utf-8") as source:
-        path.write_text("".join(next(source) for _ in range(400)), encoding="utf-8")
+    lines = FIXTURE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:400]
+    path.write_text("".join(lines), encoding="utf-8")
     return path
 
 

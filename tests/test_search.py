@@ -90,3 +90,24 @@ def test_row_top_k_in_blocks_equals_topk(width):
     top, at = row_top_k(values, 10)
     expected, expected_at = values.topk(10, dim=-1)
     assert torch.equal(top, expected) and torch.equal(at, expected_at)
+
+
+def test_scores_with_a_length_penalty_are_log_p_over_the_penalty():
+    from attnmt.search import length_penalty
+    from attnmt.vocab import BOS_ID
+
+    model, source, lengths = _model_and_source(1)
+    limits = max_lengths(lengths, 2.0, 3)
+    found = beam_search(
+        model, source, lengths, limits, 3, alpha=0.8, keep_attention=False, n_best=3
+    )
+    for i, hypotheses in enumerate(found):
+        for h in hypotheses:
+            target = h.ids + ([EOS_ID] if h.ended else [])
+            previous = torch.tensor([[BOS_ID, *target[:-1]]])
+            with torch.no_grad():
+                features, _ = model(source[i : i + 1, : lengths[i]], lengths[i : i + 1], previous)
+                log_probs = model.logits(features).log_softmax(-1)[0]
+            log_p = log_probs[torch.arange(len(target)), torch.tensor(target)].sum().item()
+            assert h.score == pytest.approx(log_p / length_penalty(len(h.ids) + 1, 0.8), abs=1e-4)
+        assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)

@@ -19,7 +19,7 @@ TRAINER_RANGES = {
     "seed": (0, 2**32 - 1),
     "batch_tokens": (1, None),
     "accumulate": (1, 100_000),
-    "lr": (0.0, None),
+    "lr": (1e-9, None),
     "weight_decay": (0.0, None),
     "warmup_steps": (0, None),
     "min_lr": (0.0, None),

@@ -217,3 +217,13 @@ def test_two_vocabulary_sizes_get_their_own_folders(small_corpus, tmp_path):
     assert (first / "spm.en.model").read_bytes() == model  # the first run's data untouched
     _, _, rebuilt = prepare_dataset(data_config(overrides))
     assert not rebuilt
+
+
+def test_a_bpe_vocabulary_builds_and_round_trips(small_corpus, tmp_path):
+    overrides = [*small_data_overrides(small_corpus, tmp_path), "data.vocab.model_type=bpe"]
+    folder, manifest, _ = prepare_dataset(data_config(overrides))
+    model = load_sentencepiece(folder / "spm.en.model")
+    assert manifest["config"]["vocab"]["model_type"] == "bpe"
+    assert model.get_piece_size() == 600
+    sentence = "Tom doesn't like cheese."
+    assert model.decode(model.encode(sentence)) == sentence

@@ -91,9 +91,20 @@ def test_decoder_starts_from_any_encoder_shape(overrides):
     model.logits(model(source, lengths, previous)[0]).sum().backward()
 
 
-@pytest.mark.parametrize("decoder", ["bahdanau", "luong"])
-def test_step_api_equals_teacher_forcing_and_state_reorders(decoder):
-    model = tiny_model(f"decoder={decoder}").eval()
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["decoder=bahdanau"],
+        ["decoder=bahdanau", "decoder.feed_prev_output=false"],
+        ["decoder=luong"],
+        ["decoder=luong", "decoder.input_feeding=false"],
+    ],
+)
+def test_step_api_equals_teacher_forcing_and_state_reorders(overrides):
+    model = tiny_model(*overrides).eval()
+    with_all = tiny_model(overrides[0])
+    narrower = len(overrides) > 1  # the RNN reads the context (or the word) alone
+    assert (model.decoder.rnn.input_size < with_all.decoder.rnn.input_size) == narrower
     source, lengths, previous = batch()
     with torch.no_grad():
         forced = model.logits(model(source, lengths, previous)[0])

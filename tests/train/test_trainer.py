@@ -188,3 +188,9 @@ def test_a_run_without_validation_says_so_and_names_last_pt(tmp_path):
     )
     validated = Summary(20.5, tmp_path / "best.pt", 9, 1, "trainer.max_steps=9 reached")
     assert validated.describe().startswith("best dev BLEU 20.50 (trainer.max_steps=9 reached)")
+
+
+def test_max_epochs_ends_the_run_at_an_epoch_boundary(tiny_corpus, tmp_path):
+    summary = make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_epochs=1").fit()
+    assert summary.stopped_because == "trainer.max_epochs=1 reached" and summary.epochs == 1
+    assert summary.best_checkpoint is not None  # validated at the epoch's end

@@ -1,0 +1,67 @@
+"""The learning-rate schedules: warmup, inverse_sqrt, cosine, plateau; and the stop rules."""
+
+import pytest
+import torch
+
+from attnmt.train.schedule import Schedule
+from attnmt.train.state import Progress, TrainerConfig
+from tests.conftest import compose_config, plain
+
+
+def schedule(kind, warmup=0, total=None, patience=2, factor=0.5, lr=1.0, min_lr=0.01):
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    return Schedule(optimizer, kind, lr, warmup, min_lr, total, patience, factor)
+
+
+def test_warmup_rises_linearly_then_holds():
+    s = schedule("constant", warmup=4)
+    assert [s.set_step(t) for t in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert s.optimizer.param_groups[0]["lr"] == 1.0
+
+
+def test_inverse_sqrt_decays_after_warmup():
+    s = schedule("inverse_sqrt", warmup=4)
+    assert s.set_step(4) == 1.0 and s.set_step(16) == pytest.approx(0.5)
+    assert s.set_step(10**8) == 0.01  # never below min_lr
+
+
+def test_cosine_goes_from_lr_to_min_lr_over_max_steps():
+    s = schedule("cosine", total=10)
+    assert s.set_step(0) == 1.0
+    assert s.set_step(5) == pytest.approx((1.0 + 0.01) / 2)
+    assert s.set_step(10) == pytest.approx(0.01) and s.set_step(20) == pytest.approx(0.01)
+
+
+def test_plateau_cuts_after_patience_validations_and_round_trips():
+    s = schedule("plateau", patience=2, factor=0.5)
+    for bleu in (10.0, 9.0, 8.0):  # two without improvement: one cut
+        s.observe(bleu)
+    assert s.set_step(100) == 0.5
+    s.observe(12.0)  # better: the count starts again
+    s.observe(11.0)
+    assert s.set_step(101) == 0.5
+    again = schedule("plateau", patience=2, factor=0.5)
+    again.load_state_dict(s.state_dict())
+    assert again.set_step(101) == 0.5
+    for _ in range(40):
+        s.observe(0.0)
+    assert s.set_step(102) == 0.01  # never below min_lr
+
+
+def trainer_config(*overrides):
+    from attnmt.config import to_dataclass
+
+    return to_dataclass(
+        TrainerConfig, plain(compose_config("train", list(overrides)).trainer), "trainer"
+    )
+
+
+def test_max_epochs_and_patience_stop_a_run():
+    c = trainer_config("trainer.max_time=null", "trainer.max_epochs=2", "trainer.patience=3")
+    assert c.stop_reason(Progress(epoch=1), elapsed=0) is None
+    assert c.stop_reason(Progress(epoch=2), elapsed=0) == "trainer.max_epochs=2 reached"
+    stalled = Progress(validations_without_improvement=3)
+    assert c.stop_reason(stalled, 0) == "no better dev BLEU in 3 validations (trainer.patience)"
+    timed = trainer_config("trainer.max_time=1")
+    assert timed.stop_reason(Progress(), elapsed=59) is None
+    assert timed.stop_reason(Progress(), elapsed=60) == "trainer.max_time=1 minutes reached"
