@@ -5,11 +5,12 @@ Shapes: B batch, S source length, V target vocabulary, K beam size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
+from attnmt.model.decoder import DecoderState
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.vocab import BOS_ID, EOS_ID
 
@@ -70,35 +71,6 @@ def greedy(
     ]
 
 
-def _finish(
-    finished: list[list[Hypothesis]],
-    final: Tensor,
-    active: Tensor,
-    tokens: Tensor,
-    origin: Tensor,
-    words: Tensor,
-    top_scores: Tensor,
-    steps: Tensor | None,
-    alpha: float,
-) -> None:
-    """Add the candidates marked in `final` (n, 2K) to their sentences' finished lists."""
-    i, j = final.nonzero(as_tuple=True)
-    if not len(i):
-        return
-    # One transfer per tensor, then plain Python over the (few) finished candidates.
-    histories = tokens[i, origin[i, j]].tolist()
-    ends_in_eos = (words[i, j] == EOS_ID).tolist()
-    last_words, scores = words[i, j].tolist(), top_scores[i, j].tolist()
-    sentences = active[i].tolist()
-    for m, ids in enumerate(histories):
-        if not ends_in_eos[m]:
-            ids.append(last_words[m])
-        kept = steps[i[m], j[m]] if steps is not None else None
-        penalty = length_penalty(len(ids) + 1, alpha)
-        hypothesis = Hypothesis(ids, scores[m] / penalty, kept, ends_in_eos[m])
-        finished[sentences[m]].append(hypothesis)
-
-
 def row_top_k(values: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """`values.topk(k, dim=-1)` of a wide (n, V) tensor, ranked in blocks: the same values
     (equal values may come in another order), and faster than `topk` on CPU for rows of
@@ -141,6 +113,93 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
+@dataclass
+class Beams:
+    """The running hypotheses of the n sentences still being decoded, W beams each (W = 1 at
+    the first step, where all K beams would be the same; K after)."""
+
+    sentences: Tensor  # (n,) each one's index in the batch
+    scores: Tensor  # (n, W) log P of each beam
+    tokens: Tensor  # (n, W, t) the words so far
+    attention: Tensor  # (n, W, t, S) their attention rows (t = 0 when not kept)
+    state: DecoderState  # n * W rows, each sentence's W consecutive
+
+    def keep(self, going: Tensor, rows: Tensor) -> Beams:
+        """Only the sentences `going` (indices into n), their beams from the flat `rows` (n', K)."""
+        return Beams(
+            self.sentences[going],
+            self.scores[going],
+            self.tokens[going],
+            self.attention[going],
+            self.state.select(rows.flatten(), going),
+        )
+
+
+@dataclass
+class Extensions:
+    """The 2K best one-word extensions of each sentence's beams, best first, each (n, 2K)."""
+
+    scores: Tensor  # log P(beam) + log P(word | beam)
+    words: Tensor
+    rows: Tensor  # the flat row (sentence * W + beam) each extends
+    ends: Tensor  # True where the extension ends its hypothesis (EOS or the length limit)
+    attention: Tensor | None  # (n, 2K, t + 1, S): the rows so far and this step's, if kept
+
+
+def extend(
+    beams: Beams, logits: Tensor, weights: Tensor | None, at_limit: Tensor, k: int
+) -> Extensions:
+    """Rank every beam's one-word extensions; those with EOS, or at the limit, end. `weights`
+    (n * W, S), this step's attention, is kept with them when given."""
+    n, width = beams.scores.shape
+    scores, origin, words = best_extensions(logits, beams.scores, 2 * k)
+    rows = torch.arange(n, device=words.device).unsqueeze(1) * width + origin
+    ends = (words == EOS_ID) | at_limit.unsqueeze(1)
+    attention = None
+    if weights is not None:  # attention kept
+        history = beams.attention.flatten(0, 1)[rows]  # (n, 2K, t, S)
+        attention = torch.cat([history, weights[rows].unsqueeze(2)], 2)
+    return Extensions(scores, words, rows, ends, attention)
+
+
+def finish(
+    found: list[list[Hypothesis]], beams: Beams, ext: Extensions, final: Tensor, alpha: float
+) -> None:
+    """Add the extensions marked in `final` (n, 2K) to their sentences' finished hypotheses,
+    scored log P / length_penalty."""
+    i, j = final.nonzero(as_tuple=True)
+    if not len(i):
+        return
+    # One transfer per tensor, then plain Python over the (few) finished extensions.
+    histories = beams.tokens.flatten(0, 1)[ext.rows[i, j]].tolist()
+    words, scores = ext.words[i, j].tolist(), ext.scores[i, j].tolist()
+    sentences = beams.sentences[i].tolist()
+    for m, ids in enumerate(histories):
+        ended = words[m] == EOS_ID
+        if not ended:
+            ids.append(words[m])
+        kept = ext.attention[i[m], j[m]] if ext.attention is not None else None
+        score = scores[m] / length_penalty(len(ids) + 1, alpha)
+        found[sentences[m]].append(Hypothesis(ids, score, kept, ended))
+
+
+def carry(beams: Beams, ext: Extensions, k: int) -> tuple[Beams, Tensor]:
+    """The next beams: the first K extensions of each sentence that do not end (a sentence
+    with fewer keeps them at log P -inf). Returns them and their flat rows (n, K)."""
+    rank = torch.arange(ext.ends.size(1), device=ext.ends.device)
+    chosen = (ext.ends.long() * ext.ends.size(1) + rank).argsort(-1)[:, :k]  # (n, K)
+    scores = ext.scores.gather(1, chosen).masked_fill(ext.ends.gather(1, chosen), float("-inf"))
+    rows = ext.rows.gather(1, chosen)
+    tokens = torch.cat(
+        [beams.tokens.flatten(0, 1)[rows], ext.words.gather(1, chosen).unsqueeze(-1)], 2
+    )
+    attention = beams.attention
+    if ext.attention is not None:
+        index = chosen[..., None, None].expand(-1, -1, *ext.attention.shape[2:])
+        attention = ext.attention.gather(1, index)
+    return Beams(beams.sentences, scores, tokens, attention, beams.state), rows
+
+
 @torch.no_grad()
 def beam_search(
     model: Seq2Seq,
@@ -155,69 +214,48 @@ def beam_search(
     """The best `n_best` (<= beam_size) hypotheses of every sentence, best first, for a whole
     batch at once.
 
-    All K beams of all B sentences step together as B*K rows (one row each at the first step,
-    where every beam would be the same). At each step the 2K best extensions of each sentence
-    are ranked: those among the first K that end (EOS, or the sentence's length limit) are
-    finished, scored log P / length_penalty; the first K that do not end carry on. A sentence
-    stops, and its rows leave the batch, at its length limit or once it has `n_best` finished
-    hypotheses and its best running one, were it to end at the next step, would not beat the
-    n-th of them (exact for alpha=0, where log P only falls; the usual early stop otherwise).
+    All beams of all sentences step together as rows (one row per sentence at the first step,
+    where every beam would be the same). Each step: `extend` ranks the 2K best extensions of
+    each sentence; `finish` keeps those among the first K that end (EOS, or the sentence's
+    length limit), scored log P / length_penalty; `carry` makes the first K that do not end the
+    next beams. A sentence stops, and its rows leave the batch, at its length limit or once it
+    has `n_best` finished hypotheses and its best running one, were it to end at the next
+    step, would not beat the n-th of them (exact for alpha=0, where log P only falls; the usual
+    early stop otherwise).
     """
-    k, device = beam_size, source.device
-    _, state = model.encode(source, source_lengths)
-    batch = source.size(0)
-    scores = torch.zeros((batch, 1), device=device)  # (sentences, beams): 1 beam to start
-    tokens = torch.empty((batch, 1, 0), dtype=torch.long, device=device)
-    attention = source.new_empty((batch, 1, 0, source.size(1)), dtype=torch.float)
-    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
-    active = torch.arange(batch, device=device)  # the sentence of each group of beams
-    limits = limits.to(device)
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    k, device, batch = beam_size, source.device, source.size(0)
     n_best = min(n_best, k)
-    bar = torch.full((batch,), float("-inf"), device=device)  # n-th best finished score
-    rank = torch.arange(2 * k, device=device)
+    _, state = model.encode(source, source_lengths)
+    beams = Beams(
+        torch.arange(batch, device=device),
+        torch.zeros((batch, 1), device=device),
+        torch.empty((batch, 1, 0), dtype=torch.long, device=device),
+        source.new_empty((batch, 1, 0, source.size(1)), dtype=torch.float),
+        state,
+    )
+    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    limits = limits.to(device)
+    found: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    bar = torch.full((batch,), float("-inf"), device=device)  # each n-th best finished score
+    first_k = torch.arange(2 * k, device=device) < k
     for t in range(int(limits.max())):
-        logits, weights, state = model.decoder.step(previous, state)
-        n, width = scores.shape
-        top_scores, origin, words = best_extensions(logits, scores, 2 * k)  # each (n, 2K)
-        at_limit = limits[active] <= t + 1  # (n,)
-        ends = (words == EOS_ID) | at_limit.unsqueeze(1)
-        rows = torch.arange(n, device=device).unsqueeze(1) * width + origin  # (n, 2K) flat rows
-        if keep_attention:
-            steps = torch.cat([attention.flatten(0, 1)[rows], weights[rows].unsqueeze(2)], 2)
-        final = ends & (rank < k)  # (n, 2K) candidates that finish now
-        _finish(
-            finished,
-            final,
-            active,
-            tokens,
-            origin,
-            words,
-            top_scores,
-            steps if keep_attention else None,
-            alpha,
-        )
-        carry = (ends.long() * 2 * k + rank).argsort(-1)[:, :k]  # first K that do not end
-        scores = top_scores.gather(1, carry).masked_fill(ends.gather(1, carry), float("-inf"))
-        chosen_rows = rows.gather(1, carry)  # (n, K)
-        tokens = torch.cat(
-            [tokens.flatten(0, 1)[chosen_rows], words.gather(1, carry)[..., None]], 2
-        )
-        if keep_attention:
-            attention = steps.gather(1, carry[..., None, None].expand(-1, -1, *steps.shape[2:]))
-        for s in active[final.any(1)].tolist():
-            if len(finished[s]) >= n_best:
-                bar[s] = sorted(h.score for h in finished[s])[-n_best]
-        best_running = scores[:, 0] / length_penalty(t + 2, alpha)  # were it to end next
-        done = at_limit | (bar[active] >= best_running)
+        logits, weights, state = model.decoder.step(previous, beams.state)
+        at_limit = limits[beams.sentences] <= t + 1  # (n,)
+        ext = extend(beams, logits, weights if keep_attention else None, at_limit, k)
+        final = ext.ends & first_k  # the extensions that finish now
+        finish(found, beams, ext, final, alpha)
+        beams, rows = carry(replace(beams, state=state), ext, k)
+        for s in beams.sentences[final.any(1)].tolist():
+            if len(found[s]) >= n_best:
+                bar[s] = sorted(h.score for h in found[s])[-n_best]
+        best_running = beams.scores[:, 0] / length_penalty(t + 2, alpha)  # were it to end next
+        done = at_limit | (bar[beams.sentences] >= best_running)
         if done.all():
             break
         going = (~done).nonzero().squeeze(1)
-        if len(going) < n:  # sentences left: their rows and their keys go
-            active, scores, tokens = active[going], scores[going], tokens[going]
-            attention, chosen_rows = attention[going], chosen_rows[going]
-            state = state.select(chosen_rows.flatten(), going)
+        if len(going) < len(done):  # sentences left: their rows and their keys go
+            beams = beams.keep(going, rows[going])
         else:  # hypotheses moved between the beams of each sentence (or grew from 1 to K)
-            state = state.select(chosen_rows.flatten())
-        previous = tokens[:, :, -1].flatten()
-    return [sorted(h, key=lambda h: -h.score)[:n_best] for h in finished]
+            beams = replace(beams, state=state.select(rows.flatten()))
+        previous = beams.tokens[:, :, -1].flatten()
+    return [sorted(h, key=lambda h: -h.score)[:n_best] for h in found]
