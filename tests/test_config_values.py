@@ -20,6 +20,7 @@ from attnmt.cli.serve import ServeOptions
 from attnmt.cli.translate import TranslateOptions
 from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig
+from attnmt.data.sources import source_of
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model
 from attnmt.train.state import TrainerConfig
@@ -59,7 +60,7 @@ def assert_works_or_names(key, check):
 def train_check(overrides):
     config = plain(compose_config("train", overrides))
     to_dataclass(TrainerConfig, config["trainer"], "trainer")
-    to_dataclass(DataConfig, config["data"], "data")
+    source_of(to_dataclass(DataConfig, config["data"], "data"))
     build_model(config, 60, 50)
 
 

@@ -11,6 +11,7 @@ from attnmt.cli.evaluate import EvaluateOptions
 from attnmt.cli.translate import TranslateOptions
 from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig
+from attnmt.data.sources import Source, source_of
 from attnmt.errors import ConfigError
 from attnmt.options import build, option_names
 from attnmt.train.state import TrainerConfig
@@ -23,7 +24,7 @@ MANDATORY = {"files": ["data.en_path=a.en", "data.zh_path=a.zh"], "splits": ["da
 def test_every_data_option_builds_a_data_config(name):
     cfg = compose_config("train", [f"data={name}", *MANDATORY.get(name, [])])
     data = to_dataclass(DataConfig, plain(cfg.data), "data")
-    assert data.source in ("tatoeba", "files", "splits")
+    assert isinstance(source_of(data), Source)
 
 
 def test_trainer_defaults_build_a_trainer_config():

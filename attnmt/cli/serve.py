@@ -4,21 +4,21 @@ import logging
 import signal
 from dataclasses import dataclass
 
-from attnmt.cli.common import run_tool
+from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.runtime import keep_freed_memory, pick_device, set_threads
+from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.serve.app import Limits, create_app
-from attnmt.translate import SearchConfig, Translator
+from attnmt.translate import MAX_BEAM_SIZE, Translator
 
 log = logging.getLogger("attnmt")
 
 
 @dataclass(frozen=True)
-class ServeOptions:
-    """attnmt-serve's keys; configs/tools/serve.yaml documents them."""
+class ServeOptions(ModelToolOptions):
+    """attnmt-serve's keys; configs/tools/serve.yaml documents them. `beam_size` is what a
+    request gets that names none."""
 
-    ckpt: str
     host: str
     port: int
     max_wait_ms: float
@@ -26,39 +26,17 @@ class ServeOptions:
     max_sentences: int
     max_chars: int
     max_beam_size: int
-    alpha: float
-    max_length_a: float
-    max_length_b: int
-    max_input_length: int
-    batch_tokens: int
-    device: str
-    threads: int | None
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"port={self.port}: must be 0 to 65535")
-        if not 0 <= self.max_wait_ms <= 10_000:
-            raise ConfigError(f"max_wait_ms={self.max_wait_ms}: must be 0 to 10000")
-        for key in ("max_batch_sentences", "max_sentences", "max_chars", "max_beam_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}={getattr(self, key)}: must be at least 1")
+        super().__post_init__()
         if not self.host:
             raise ConfigError("host='': name an address, e.g. 127.0.0.1")
-        in_range("threads", self.threads, 1, 1024)
-        pick_device(self.device, "device")
-        self.search()
-
-    def search(self) -> SearchConfig:
-        """The search settings every request shares (beam size and n-best are its own)."""
-        return SearchConfig(
-            1,
-            1,
-            self.alpha,
-            self.max_length_a,
-            self.max_length_b,
-            self.max_input_length,
-            self.batch_tokens,
-        )
+        in_range("port", self.port, 0, 65535)
+        in_range("max_wait_ms", self.max_wait_ms, 0, 10_000)
+        for key in ("max_batch_sentences", "max_sentences", "max_chars"):
+            in_range(key, getattr(self, key), 1, None)
+        in_range("max_beam_size", self.max_beam_size, 1, MAX_BEAM_SIZE)
+        in_range("beam_size", self.beam_size, 1, self.max_beam_size)
 
 
 def main() -> None:
@@ -72,7 +50,7 @@ def run(cfg: ServeOptions) -> None:
     set_threads(cfg.threads)
     keep_freed_memory()
     translator = Translator.load(cfg.ckpt, cfg.device)
-    limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size)
+    limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, cfg.beam_size)
     app = create_app(translator, cfg.search(), limits, cfg.max_wait_ms, cfg.max_batch_sentences)
     log.info(
         "serving %s (%s -> %s) on http://%s:%d/",

@@ -85,10 +85,6 @@ class DataConfig:
                 raise ConfigError(f"data.{key}={getattr(self, key)!r}: must be 'zh' or 'en'")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang are both {self.src_lang!r}")
-        if self.source not in ("tatoeba", "files", "splits"):
-            raise ConfigError(
-                f"data.source={self.source!r}: must be 'tatoeba', 'files' or 'splits'"
-            )
         if self.vocab.model_type not in ("unigram", "bpe"):
             raise ConfigError(
                 f"data.vocab.model_type={self.vocab.model_type!r}: must be 'unigram' or 'bpe'"

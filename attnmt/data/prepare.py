@@ -44,7 +44,7 @@ def _split_codes(
     if duplicates := int(len(keep) - keep.sum()):
         report.drop("duplicate", duplicates)
     codes = np.full(len(staged), -1, dtype=np.int8)
-    if cfg.source == "splits":  # the inputs are the splits, in the order of SPLITS
+    if sources.source_of(cfg).given_splits:  # the inputs are the splits, in SPLITS order
         codes[keep] = staged.parts[keep]
         if not (codes == TRAIN).any():
             raise DataError(f"{paths[0]}: no training pairs left after cleaning")
@@ -186,7 +186,7 @@ def _stage_and_split(
     """Stage the clean pairs, split them, and write each split's text to folder/.{split}.{lang};
     return the pair count of each split. The keys are freed on return, before SentencePiece."""
     log.info("reading and normalising %s", ", ".join(map(str, paths)))
-    staged = corpus.stage_pairs(sources.raw_parts(cfg, paths), folder, report)
+    staged = corpus.stage_pairs(sources.source_of(cfg).raw_parts(cfg, paths), folder, report)
     codes = _split_codes(cfg, staged, paths, report)
     _write_split_text(staged, codes, folder)
     staged.en_path.unlink()  # routed to the splits: a copy of the corpus less on disk
@@ -243,9 +243,10 @@ def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
 
     Returns the folder, its manifest, and whether it was (re)built.
     """
-    paths = sources.input_files(cfg)
+    source = sources.source_of(cfg)
+    paths = source.input_files(cfg)
     hashes = [corpus.sha256_of(p) for p in paths]
-    sources.check_sha256(cfg, paths, hashes)
+    source.check(cfg, paths, hashes)
     folder = cfg.folder
     manifest_path = folder / "manifest.json"
     if manifest_path.is_file():

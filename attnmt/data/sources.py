@@ -1,8 +1,10 @@
 """Where a dataset's raw pairs come from: the default corpus (downloaded when it is absent), two
-line-aligned files, or a corpus already split (see configs/data/)."""
+line-aligned files, or a corpus already split. Each is a `Source` class and a yaml file in
+configs/data/ whose `source` key names it, so a new kind of corpus is one class and one yaml."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import shutil
@@ -45,11 +47,77 @@ def _download(cfg: DataConfig, raw_path: Path) -> None:
         os.replace(text, raw_path)
 
 
-def input_files(cfg: DataConfig) -> list[Path]:
-    """The raw input files of this config, downloading the default corpus when it is absent."""
-    if cfg.source == "splits":
+class Source:
+    """Where a dataset's raw pairs come from; `data.source` names the class (its module path),
+    as `_target_` names a scorer. A source subclass says which files it reads and how they
+    become (English, Chinese) pairs."""
+
+    given_splits = False  # True: the inputs are the train, dev and test splits, kept as given
+
+    def input_files(self, cfg: DataConfig) -> list[Path]:
+        """The raw input files of `cfg`, each checked to exist."""
+        raise NotImplementedError
+
+    def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
+        """The raw (English, Chinese) pairs of each part of the input."""
+        raise NotImplementedError
+
+    def check(self, cfg: DataConfig, paths: list[Path], hashes: list[str]) -> None:
+        """Refuse inputs whose sha256 is not the expected one (no check by default)."""
+
+
+class TatoebaCorpus(Source):
+    """The default corpus, English<TAB>Chinese<TAB>attribution, downloaded when absent."""
+
+    def input_files(self, cfg: DataConfig) -> list[Path]:
+        if not cfg.raw_path:
+            raise ConfigError("data.raw_path is required for the Tatoeba corpus (data=tatoeba)")
+        raw_path = Path(cfg.raw_path)
+        if raw_path.is_dir():
+            raise DataError(f"{raw_path}: is a folder; data.raw_path names the corpus file")
+        if not raw_path.is_file():
+            _download(cfg, raw_path)
+        return [raw_path]
+
+    def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
+        return [corpus.read_tatoeba(paths[0])]
+
+    def check(self, cfg: DataConfig, paths: list[Path], hashes: list[str]) -> None:
+        if cfg.sha256 and hashes[0] != cfg.sha256:
+            raise DataError(
+                f"{paths[0]}: sha256 is {hashes[0]}, data.sha256 expects {cfg.sha256}; "
+                "pass data.sha256=null to use a different version of the corpus"
+            )
+
+
+class AlignedFiles(Source):
+    """Two line-aligned files, data.en_path and data.zh_path."""
+
+    def input_files(self, cfg: DataConfig) -> list[Path]:
+        paths = []
+        for key in ("en_path", "zh_path"):
+            value = getattr(cfg, key)
+            if not value:
+                raise ConfigError(f"data.{key} is required for aligned files (data=files)")
+            path = Path(value)
+            if not path.is_file():
+                problem = "is a folder, not a file" if path.is_dir() else "file not found"
+                raise DataError(f"{path}: {problem} (set by data.{key})")
+            paths.append(path)
+        return paths
+
+    def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
+        return [corpus.read_aligned(paths[0], paths[1])]
+
+
+class SplitFolder(Source):
+    """A corpus already split: data.split_dir holds {train,dev,test}.{en,zh}."""
+
+    given_splits = True
+
+    def input_files(self, cfg: DataConfig) -> list[Path]:
         if not cfg.split_dir:
-            raise ConfigError("data.split_dir is required when data.source=splits")
+            raise ConfigError("data.split_dir is required for a split corpus (data=splits)")
         paths = [
             Path(cfg.split_dir) / f"{split}.{lang}" for split in SPLITS for lang in ("en", "zh")
         ]
@@ -59,41 +127,19 @@ def input_files(cfg: DataConfig) -> list[Path]:
                     f"{path}: file not found (data.split_dir holds {{train,dev,test}}.{{en,zh}})"
                 )
         return paths
-    if cfg.source == "files":
-        paths = []
-        for key in ("en_path", "zh_path"):
-            value = getattr(cfg, key)
-            if not value:
-                raise ConfigError(f"data.{key} is required when data.source=files")
-            path = Path(value)
-            if not path.is_file():
-                problem = "is a folder, not a file" if path.is_dir() else "file not found"
-                raise DataError(f"{path}: {problem} (set by data.{key})")
-            paths.append(path)
-        return paths
-    if not cfg.raw_path:
-        raise ConfigError("data.raw_path is required when data.source=tatoeba")
-    raw_path = Path(cfg.raw_path)
-    if raw_path.is_dir():
-        raise DataError(f"{raw_path}: is a folder; data.raw_path names the corpus file")
-    if not raw_path.is_file():
-        _download(cfg, raw_path)
-    return [raw_path]
 
-
-def raw_parts(cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
-    """The raw (English, Chinese) pairs of each input: the three given splits, or one corpus."""
-    if cfg.source == "splits":  # paths: train.en, train.zh, dev.en, dev.zh, test.en, test.zh
+    def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
+        # paths: train.en, train.zh, dev.en, dev.zh, test.en, test.zh
         return [corpus.read_aligned(*paths[i : i + 2]) for i in (0, 2, 4)]
-    if cfg.source == "files":
-        return [corpus.read_aligned(paths[0], paths[1])]
-    return [corpus.read_tatoeba(paths[0])]
 
 
-def check_sha256(cfg: DataConfig, paths: list[Path], hashes: list[str]) -> None:
-    """Refuse a default corpus whose sha256 is not the one `data.sha256` names."""
-    if cfg.sha256 and cfg.source == "tatoeba" and hashes[0] != cfg.sha256:
-        raise DataError(
-            f"{paths[0]}: sha256 is {hashes[0]}, data.sha256 expects {cfg.sha256}; "
-            "pass data.sha256=null to use a different version of the corpus"
-        )
+def source_of(cfg: DataConfig) -> Source:
+    """The `Source` class `data.source` names (e.g. attnmt.data.sources.TatoebaCorpus)."""
+    module, _, name = cfg.source.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError, ValueError):
+        cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Source)):
+        raise ConfigError(f"data.source={cfg.source!r}: no such source class")
+    return cls()

@@ -37,6 +37,7 @@ class Limits:
     max_sentences: int = 32  # sentences per request
     max_chars: int = 1000  # characters per sentence
     max_beam_size: int = 16
+    default_beam_size: int = 5  # for a request that names none
 
 
 class TranslateRequest(BaseModel):
@@ -45,7 +46,7 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: list[str] = Field(description="the sentences to translate, one per item")
-    beam_size: int = Field(5, description="1: greedy")
+    beam_size: int | None = Field(None, description="1: greedy; null: the service's default")
     n_best: int = Field(1, description="hypotheses per sentence, best first (at most beam_size)")
     attention: bool = Field(False, description="add each hypothesis's attention weights")
 
@@ -59,7 +60,9 @@ class RequestError(Exception):
 
 
 def check_request(body: TranslateRequest, limits: Limits) -> None:
-    """Refuse what the limits do not allow, naming the field."""
+    """Refuse what the limits do not allow, naming the field; fill in the default beam."""
+    if body.beam_size is None:
+        body.beam_size = limits.default_beam_size
     if not body.text:
         raise RequestError(422, "text: an empty list; send at least one sentence")
     if len(body.text) > limits.max_sentences:
