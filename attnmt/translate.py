@@ -35,13 +35,13 @@ class SearchConfig:
     """How to search: beam size (1: greedy), n-best, length limits and penalty, how long an
     input may be (in pieces; longer ones are cut), and how many tokens a batch holds."""
 
-    beam_size: int = 5
-    n_best: int = 1
-    alpha: float = 1.0
-    max_length_a: float = 1.5
+    beam_size: int = 5  # 1: greedy
+    n_best: int = 1  # hypotheses per sentence, best first
+    alpha: float = 1.0  # GNMT length penalty ((5 + length) / 6)^alpha
+    max_length_a: float = 1.5  # outputs stop at a * source length + b pieces
     max_length_b: int = 10
-    max_input_length: int = 200
-    batch_tokens: int = 4096
+    max_input_length: int = 200  # longer inputs (in pieces) are cut, with a warning
+    batch_tokens: int = 4096  # padded tokens per batch
 
     def __post_init__(self) -> None:
         in_range("beam_size", self.beam_size, 1, MAX_BEAM_SIZE)

@@ -75,7 +75,9 @@ def test_tool_help_prints_the_commented_defaults(capsys):
     with pytest.raises(SystemExit) as exit_:
         tool_config("translate", ["--help"], TranslateOptions)
     assert exit_.value.code == 0
-    assert "beam_size: 5            # 1: greedy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "beam_size: 5            # 1: greedy" in out  # from SearchConfig, its one place
+    assert "threads: null           # CPU threads; null: all cores" in out  # from the yaml
 
 
 def test_prepare_cli_prints_the_summary_then_does_nothing(small_corpus, tmp_path):

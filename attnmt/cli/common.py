@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,20 +66,21 @@ def exit_now() -> NoReturn:
     os._exit(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelToolOptions:
-    """The keys translate and evaluate share (configs/tools/*.yaml give their defaults): the
-    checkpoint, how to search, and where to run."""
+    """The keys the tools that read a model share: the checkpoint, where to run
+    (configs/tools/*.yaml give their defaults) and how to search (the defaults of
+    `SearchConfig`, the one place they live; `--help` lists them)."""
 
     ckpt: str
-    beam_size: int
-    alpha: float
-    max_length_a: float
-    max_length_b: int
-    max_input_length: int
-    batch_tokens: int
     device: str
     threads: int | None
+    beam_size: int = SearchConfig.beam_size
+    alpha: float = SearchConfig.alpha
+    max_length_a: float = SearchConfig.max_length_a
+    max_length_b: int = SearchConfig.max_length_b
+    max_input_length: int = SearchConfig.max_input_length
+    batch_tokens: int = SearchConfig.batch_tokens
 
     def __post_init__(self) -> None:
         self.search()  # impossible search settings are refused here, naming the key
@@ -96,6 +100,13 @@ class ModelToolOptions:
         )
 
 
+def default_line(cls: type, key: str) -> str:
+    """'key: default  # comment' for field `key` of dataclass `cls`, from its source."""
+    match = re.search(rf"^\s+{key}: [^=\n]+= ([^#\n]+?)\s*(#.*)?$", inspect.getsource(cls), re.M)
+    value, comment = match.groups() if match else ("?", None)
+    return f"{f'{key}: {value}':<24}{comment or ''}".rstrip() + "\n"
+
+
 def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> Options:
     """The `options` of tool `name`: configs/tools/NAME.yaml with key=value `arguments` merged
     in, each value checked against its field's type.
@@ -106,11 +117,19 @@ def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> 
     """
     tool = f"attnmt-{name}"
     text = (resources.files(TOOLS_CONFIG_PACKAGE) / f"{name}.yaml").read_text(encoding="utf-8")
-    if "--help" in arguments or "-h" in arguments:
-        print(text, end="")
-        sys.exit(0)
     cfg = OmegaConf.create(text)
     keys = list(cfg.keys())  # (`key in cfg` is False where the value is ???)
+    defaults = {  # keys whose default is the dataclass's (the search settings), not the yaml's
+        f.name: f.default
+        for f in dataclasses.fields(options)  # type: ignore[arg-type]
+        if f.name not in keys and f.default is not dataclasses.MISSING
+    }
+    if "--help" in arguments or "-h" in arguments:
+        print(text, end="")
+        print("# how to search (attnmt.translate.SearchConfig):")
+        print("".join(default_line(SearchConfig, key) for key in defaults), end="")
+        sys.exit(0)
+    keys += list(defaults)
     for argument in arguments:
         key, equals, _ = argument.partition("=")
         if not equals:

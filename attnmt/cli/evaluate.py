@@ -12,7 +12,7 @@ from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.translate import Translator
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvaluateOptions(ModelToolOptions):
     """attnmt-evaluate's keys; configs/tools/evaluate.yaml documents them."""
 

@@ -14,7 +14,7 @@ from attnmt.translate import MAX_BEAM_SIZE, Translator
 log = logging.getLogger("attnmt")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeOptions(ModelToolOptions):
     """attnmt-serve's keys; configs/tools/serve.yaml documents them. `beam_size` is what a
     request gets that names none."""

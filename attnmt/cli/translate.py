@@ -14,15 +14,15 @@ from attnmt.translate import SearchConfig, Translator
 from attnmt.writers import plot_attention, save_attention, translate_stream, write_translations
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TranslateOptions(ModelToolOptions):
     """attnmt-translate's keys; configs/tools/translate.yaml documents them."""
 
     input: str | None
     output: str | None
-    n_best: int
     attention: str | None
     plot: str | None
+    n_best: int = SearchConfig.n_best
 
     def search(self, n_best: int = 1) -> SearchConfig:
         return super().search(self.n_best)

@@ -108,13 +108,13 @@ class AttentionDecoder(nn.Module):
         encoder_dim: int,
         rnn_input_size: int,
         output_input_size: int,
-        rnn_type: str = "gru",
-        embedding_dim: int = 256,
-        hidden_size: int = 256,
-        num_layers: int = 1,
-        dropout: float = 0.3,
-        init: str = "final",
-        tie_embeddings: bool = False,
+        rnn_type: str,
+        embedding_dim: int,
+        hidden_size: int,
+        num_layers: int,
+        dropout: float,
+        init: str,
+        tie_embeddings: bool,
     ) -> None:
         super().__init__()
         check_rnn_sizes("decoder", embedding_dim, hidden_size, num_layers, dropout)
@@ -202,9 +202,9 @@ class BahdanauDecoder(AttentionDecoder):
         vocab_size: int,
         attention: Attention,
         encoder_dim: int,
-        embedding_dim: int = 256,
-        hidden_size: int = 256,
-        feed_prev_output: bool = True,
+        embedding_dim: int,
+        hidden_size: int,
+        feed_prev_output: bool,
         **common: object,
     ) -> None:
         self.feed_prev_output = feed_prev_output
@@ -246,9 +246,9 @@ class LuongDecoder(AttentionDecoder):
         vocab_size: int,
         attention: Attention,
         encoder_dim: int,
-        embedding_dim: int = 256,
-        hidden_size: int = 256,
-        input_feeding: bool = True,
+        embedding_dim: int,
+        hidden_size: int,
+        input_feeding: bool,
         **common: object,
     ) -> None:
         self.input_feeding = input_feeding

@@ -52,12 +52,12 @@ class RNNEncoder(nn.Module):
     def __init__(
         self,
         vocab_size: int,
-        rnn_type: str = "gru",
-        embedding_dim: int = 256,
-        hidden_size: int = 256,
-        num_layers: int = 1,
-        bidirectional: bool = True,
-        dropout: float = 0.3,
+        rnn_type: str,
+        embedding_dim: int,
+        hidden_size: int,
+        num_layers: int,
+        bidirectional: bool,
+        dropout: float,
     ) -> None:
         super().__init__()
         check_rnn_sizes("encoder", embedding_dim, hidden_size, num_layers, dropout)

@@ -194,3 +194,16 @@ def test_max_epochs_ends_the_run_at_an_epoch_boundary(tiny_corpus, tmp_path):
     summary = make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_epochs=1").fit()
     assert summary.stopped_because == "trainer.max_epochs=1 reached" and summary.epochs == 1
     assert summary.best_checkpoint is not None  # validated at the epoch's end
+
+
+def test_the_run_writes_tensorboard_scalars(trained_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(trained_run / "tensorboard"))
+    events.Reload()
+    losses = [e.value for e in events.Scalars("train/loss")]
+    records = [json.loads(x) for x in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    assert losses == pytest.approx([r["loss"] for r in records if r["kind"] == "train"])
+    assert [e.step for e in events.Scalars("validation/bleu")] == [
+        r["step"] for r in records if r["kind"] == "validation"
+    ]

@@ -1,0 +1,62 @@
+"""The training checkpoint's layout and the resume checks, without training."""
+
+import pytest
+import torch
+
+from attnmt.checkpoint import save_checkpoint
+from attnmt.errors import CheckpointError
+from attnmt.train.checkpoint import TrainingCheckpoint, resume_conflicts, trainer_changes
+
+CONFIG = {
+    "encoder": {"hidden_size": 256, "bidirectional": True},
+    "decoder": {"hidden_size": 256},
+    "attention": {"attn_dim": 256},
+    "trainer": {"lr": 0.001, "max_steps": 100, "label_smoothing": 0.1},
+}
+TOKENIZERS = {
+    "zh": {"sha256": "a", "path": "/d/spm.zh.model"},
+    "en": {"sha256": "b", "path": "/d/spm.en.model"},
+}
+
+
+def saved(config=CONFIG, tokenizers=TOKENIZERS):
+    return TrainingCheckpoint({}, {}, {}, {}, {"step": 3}, {}, config, tokenizers)
+
+
+def test_a_matching_checkpoint_has_no_conflicts():
+    assert resume_conflicts(saved(), CONFIG, TOKENIZERS) == []
+
+
+def test_architecture_and_tokenizer_changes_are_each_named():
+    changed = {**CONFIG, "decoder": {"hidden_size": 128}, "attention": {"attn_dim": 256, "x": 1}}
+    other = {**TOKENIZERS, "en": {"sha256": "c", "path": "/e/spm.en.model"}}
+    conflicts = resume_conflicts(saved(), changed, other)
+    assert conflicts == [
+        "attention.x: None in the checkpoint, 1 now",
+        "decoder.hidden_size: 256 in the checkpoint, 128 now",
+        "the en SentencePiece model differs from /e/spm.en.model; the data config changed (data.*)",
+    ]
+
+
+def test_trainer_changes_note_what_changes_how_training_goes_on():
+    new = {"lr": 0.0005, "max_steps": 200, "label_smoothing": 0.2}
+    assert trainer_changes(CONFIG["trainer"], new) == [
+        "trainer.label_smoothing 0.1 -> 0.2 (changes how training goes on)",
+        "trainer.lr 0.001 -> 0.0005",
+        "trainer.max_steps 100 -> 200",
+    ]
+
+
+def test_a_checkpoint_round_trips_and_an_export_or_a_partial_file_is_refused(tmp_path):
+    state = saved()
+    state.model = {"w": torch.ones(2)}
+    save_checkpoint(state.payload(), tmp_path / "last.pt")
+    again = TrainingCheckpoint.read(tmp_path / "last.pt")
+    assert torch.equal(again.model["w"], torch.ones(2)) and again.progress == {"step": 3}
+    save_checkpoint({**state.payload(), "inference_only": True}, tmp_path / "export.pt")
+    with pytest.raises(CheckpointError, match="inference-only export"):
+        TrainingCheckpoint.read(tmp_path / "export.pt")
+    partial = {k: v for k, v in state.payload().items() if k not in ("optimizer", "rng")}
+    save_checkpoint(partial, tmp_path / "partial.pt")
+    with pytest.raises(CheckpointError, match="not a training checkpoint"):
+        TrainingCheckpoint.read(tmp_path / "partial.pt")
