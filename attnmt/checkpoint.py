@@ -33,6 +33,9 @@ from attnmt.errors import CheckpointError
 FORMAT_VERSION = 1
 EXPORT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
+# The config groups that define the model's architecture; they must match on resume.
+ARCHITECTURE_GROUPS = ("encoder", "decoder", "attention")
+
 
 def payload_bytes(payload: Any) -> int:
     """About how many bytes `payload` takes on disk: its tensors' and byte strings' sizes."""
@@ -177,3 +180,26 @@ def export_payload(saved: Mapping[str, Any], path: Path, dtype: str) -> dict[str
         "config": config,
         "tokenizers": tokenizers,
     }
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config -> {"decoder.hidden_size": 256, ...}."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def architecture_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The architecture keys whose values differ, as 'key: saved -> current'."""
+    old = flatten({g: saved.get(g, {}) for g in ARCHITECTURE_GROUPS})
+    new = flatten({g: current.get(g, {}) for g in ARCHITECTURE_GROUPS})
+    return [
+        f"{key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now"
+        for key in sorted(set(old) | set(new))
+        if old.get(key) != new.get(key)
+    ]

@@ -54,3 +54,26 @@ def keep_freed_memory() -> None:
         return
     mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BYTES)
     mallopt(_M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
+
+
+QUANTIZE = ("int8",)
+
+
+def quantize(model: torch.nn.Module, kind: str | None, device: torch.device) -> torch.nn.Module:
+    """`model` for decoding with `kind` weights: None leaves it as it is; int8 quantizes the
+    linear and RNN layers dynamically (weights int8, activations quantized per batch), which
+    torch runs on CPUs only. Embeddings and the attention's matrix products stay fp32."""
+    if kind is None:
+        return model
+    if kind not in QUANTIZE:
+        raise ConfigError(f"quantize={kind!r}: valid values are null, {', '.join(QUANTIZE)}")
+    if device.type != "cpu":
+        raise ConfigError(f"quantize={kind}: int8 decoding runs on the CPU only (device=cpu)")
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    layers = {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM, torch.nn.RNN}
+    with warnings.catch_warnings():  # torch.ao.quantization's deprecation notice
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, layers, dtype=torch.qint8)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from attnmt.ensemble import Ensemble, EnsembleState
 from attnmt.model.decoder import DecoderState
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.vocab import BOS_ID, EOS_ID
@@ -33,7 +34,11 @@ def max_lengths(source_lengths: Tensor, a: float, b: int) -> Tensor:
 
 @torch.no_grad()
 def greedy(
-    model: Seq2Seq, source: Tensor, source_lengths: Tensor, limits: Tensor, keep_attention: bool
+    model: Seq2Seq | Ensemble,
+    source: Tensor,
+    source_lengths: Tensor,
+    limits: Tensor,
+    keep_attention: bool,
 ) -> list[Hypothesis]:
     """The most probable word at each step, for a whole batch; finished rows stop computing."""
     _, state = model.encode(source, source_lengths)
@@ -122,7 +127,7 @@ class Beams:
     scores: Tensor  # (n, W) log P of each beam
     tokens: Tensor  # (n, W, t) the words so far
     attention: Tensor  # (n, W, t, S) their attention rows (t = 0 when not kept)
-    state: DecoderState  # n * W rows, each sentence's W consecutive
+    state: DecoderState | EnsembleState  # n * W rows, each sentence's W consecutive
 
     def keep(self, going: Tensor, rows: Tensor) -> Beams:
         """Only the sentences `going` (indices into n), their beams from the flat `rows` (n', K)."""
@@ -202,7 +207,7 @@ def carry(beams: Beams, ext: Extensions, k: int) -> tuple[Beams, Tensor]:
 
 @torch.no_grad()
 def beam_search(
-    model: Seq2Seq,
+    model: Seq2Seq | Ensemble,
     source: Tensor,
     source_lengths: Tensor,
     limits: Tensor,

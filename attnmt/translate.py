@@ -17,9 +17,12 @@ from attnmt.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.config import in_range
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
-from attnmt.errors import ConfigError
+from attnmt.ensemble import Ensemble
+from attnmt.errors import CheckpointError, ConfigError
 from attnmt.model.seq2seq import Seq2Seq, build_model
 from attnmt.runtime import pick_device
+from attnmt.runtime import quantize as quantize_model
+from attnmt.score import PairScore, forced_log_probs
 from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.vocab import EOS_ID, EOS_PIECE
 
@@ -55,7 +58,7 @@ class SearchConfig:
 
 @torch.no_grad()
 def translate_ids(
-    model: Seq2Seq,
+    model: Seq2Seq | Ensemble,
     sources: Sequence[np.ndarray],
     search: SearchConfig,
     device: torch.device,
@@ -128,7 +131,7 @@ class Translator:
 
     def __init__(
         self,
-        model: Seq2Seq,
+        model: Seq2Seq | Ensemble,
         source_sp: SentencePieceProcessor,
         target_sp: SentencePieceProcessor,
         config: dict[str, Any],
@@ -141,17 +144,47 @@ class Translator:
         self.dataset_folder = dataset_folder  # the processed data it was trained on, if known
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Translator:
-        """The model of a checkpoint (or an export) with the tokenizers it was trained with.
-        `device`: cpu, cuda, cuda:N or auto."""
-        path = Path(path)
+    def load(
+        cls,
+        path: str | Path | Sequence[str | Path],
+        device: str | torch.device = "cpu",
+        quantize: str | None = None,
+    ) -> Translator:
+        """The model of a checkpoint (or an export) with the tokenizers it was trained with;
+        given several checkpoints, their ensemble (`attnmt.ensemble`), which needs one pair of
+        tokenizers. `device`: cpu, cuda, cuda:N or auto. `quantize="int8"`: int8 weights for
+        faster CPU decoding (`attnmt.runtime.quantize`)."""
+        paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
+        if not paths:
+            raise ConfigError("ckpt=[]: name at least one checkpoint")
         device = pick_device(str(device), "device")
+        loaded = [cls._load_one(p, device, quantize) for p in paths]
+        first = loaded[0]
+        if len(loaded) == 1:
+            return first
+        for other, other_path in zip(loaded[1:], paths[1:], strict=True):
+            for lang, mine, theirs in (
+                (first.src_lang, first.source_sp, other.source_sp),
+                (first.tgt_lang, first.target_sp, other.target_sp),
+            ):
+                if mine.serialized_model_proto() != theirs.serialized_model_proto():
+                    raise CheckpointError(
+                        f"{other_path}: its {lang} SentencePiece model differs from that of "
+                        f"{paths[0]}; the models of an ensemble share their vocabularies"
+                    )
+        model = Ensemble([t.model for t in loaded])  # type: ignore[misc]
+        folder = first.dataset_folder
+        return cls(model, first.source_sp, first.target_sp, first.config, device, folder)
+
+    @classmethod
+    def _load_one(cls, path: Path, device: torch.device, kind: str | None) -> Translator:
         saved = load_checkpoint(path, device, mmap=True)  # the weights; the optimizer's stay
         config = saved["config"]
         source_sp = load_tokenizer(saved, config["data"]["src_lang"], path)
         target_sp = load_tokenizer(saved, config["data"]["tgt_lang"], path)
         model = build_model(config, source_sp.get_piece_size(), target_sp.get_piece_size())
         model.load_state_dict(saved["model"])  # exported fp16/bf16 weights become fp32 here
+        model = quantize_model(model.eval(), kind, device)
         where = saved["tokenizers"][config["data"]["src_lang"]].get("path")
         folder = Path(where).parent if where else None
         return cls(model, source_sp, target_sp, config, device, folder)
@@ -197,6 +230,27 @@ class Translator:
         for i, source, hypotheses in zip(filled, sources, found, strict=True):
             results[i] = self.describe(source, hypotheses, len(pieces[i]) > limit)
         return results
+
+    def score(
+        self, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = 4096
+    ) -> list[PairScore]:
+        """Forced decoding: each target's log-probability given its source (both normalised
+        as in training), per piece and in total; see `attnmt.score`."""
+        if len(sources) != len(targets):
+            raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
+        src = [self.source_sp.encode(normalize(t, self.src_lang), out_type=int) for t in sources]
+        tgt = [self.target_sp.encode(normalize(t, self.tgt_lang), out_type=int) for t in targets]
+        found = forced_log_probs(
+            self.model,
+            [np.array(ids, dtype=np.int64) for ids in src],
+            [np.array(ids, dtype=np.int64) for ids in tgt],
+            batch_tokens,
+            self.device,
+        )
+        return [
+            PairScore([*map(self.target_sp.id_to_piece, ids), EOS_PIECE], lp.tolist())
+            for ids, lp in zip(tgt, found, strict=True)
+        ]
 
     def describe(
         self, source: np.ndarray, hypotheses: list[Hypothesis], truncated: bool = False

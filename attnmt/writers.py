@@ -1,5 +1,5 @@
 """What attnmt-translate writes: translations streamed as lines or n-best rows, and the
-attention of each sentence as an .npz file or heatmap PNGs."""
+attention of each sentence as an .npz file or heatmap PNGs; and attnmt-score's lines."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import TextIO
 import numpy as np
 
 from attnmt.data.corpus import chunks
+from attnmt.score import PairScore
 from attnmt.translate import SearchConfig, Translation, Translator
 
 BLOCK_LINES = 10_000  # input lines sorted by length and translated together
@@ -27,6 +28,13 @@ def write_translations(
             continue
         for hypothesis in result.hypotheses:
             out.write(f"{number} ||| {hypothesis.text} ||| {hypothesis.score:.4f}\n")
+
+
+def write_scores(scores: Sequence[PairScore], out: TextIO) -> None:
+    """attnmt-score's lines: total, mean, count, then each piece's log-probability."""
+    for pair in scores:
+        pieces = " ".join(f"{p:.4f}" for p in pair.token_log_probs)
+        out.write(f"{pair.log_prob:.4f}\t{pair.mean:.4f}\t{len(pair.token_log_probs)}\t{pieces}\n")
 
 
 def translate_stream(

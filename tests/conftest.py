@@ -99,11 +99,16 @@ def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, tiny_corpus) -> Path:
-    """A run directory whose best.pt learned the tiny corpus a little (a few seconds)."""
+    """A run directory whose best.pt learned the tiny corpus a little (a few seconds); it
+    keeps its 3 best checkpoints as best.step{N}.pt."""
     from attnmt.train.build import build_trainer
 
     root = tmp_path_factory.mktemp("trained")
-    overrides = [*tiny_train_overrides(tiny_corpus, root / "data"), "trainer.max_steps=60"]
+    overrides = [
+        *tiny_train_overrides(tiny_corpus, root / "data"),
+        "trainer.max_steps=60",
+        "trainer.keep_best=3",
+    ]
     run_dir = root / "run"
     run_dir.mkdir()
     build_trainer(plain(compose_config("train", overrides)), run_dir).fit()

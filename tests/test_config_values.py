@@ -12,9 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attnmt.cli.average import AverageOptions
 from attnmt.cli.common import tool_config
 from attnmt.cli.evaluate import EvaluateOptions
 from attnmt.cli.export import ExportOptions
+from attnmt.cli.score import ScoreOptions
 from attnmt.cli.serve import ServeOptions
 from attnmt.cli.translate import TranslateOptions
 from attnmt.config import to_dataclass
@@ -35,6 +37,8 @@ TOOLS = {
     "evaluate": (EvaluateOptions, ["ckpt=x.pt"]),
     "export": (ExportOptions, ["ckpt=x.pt", "output=y.pt"]),
     "serve": (ServeOptions, ["ckpt=x.pt"]),
+    "score": (ScoreOptions, ["ckpt=x.pt", "source=s.txt", "target=t.txt"]),
+    "average": (AverageOptions, ["ckpt=[a.pt,b.pt]", "output=y.pt"]),
 }
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,6 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+
+from attnmt.errors import ConfigError
+from attnmt.runtime import quantize
+from attnmt.translate import Translator
 
 
 def translate(run_dir, *overrides, stdin=b""):
@@ -115,3 +120,27 @@ def test_search_settings_that_allow_no_output_are_refused(trained_run):
     assert result.returncode == 2 and b"max_length_b=0: must be 1 to 1000" in result.stderr
     result = translate(trained_run, "beam_size=2", "n_best=3", stdin="好\n".encode())
     assert result.returncode == 2 and b"n_best=3: must be 1 to beam_size (2)" in result.stderr
+
+
+def test_int8_decoding_quantizes_the_layers_and_translates_every_line(trained_run):
+    sentences = ["我很好。", "", "他走了。", "我们明天去公园。"]
+    int8 = Translator.load(trained_run / "best.pt", "cpu", quantize="int8")
+    dynamic = "torch.ao.nn.quantized.dynamic"
+    kinds = {type(m).__name__ for m in int8.model.modules() if dynamic in type(m).__module__}
+    assert {"Linear", "GRU"} <= kinds
+    found = int8.translate(sentences, beam_size=3)
+    assert [bool(t.text) for t in found] == [True, False, True, True]
+    fp32 = Translator.load(trained_run / "best.pt", "cpu")
+    for mine, theirs in zip(
+        int8.score(["他走了。"], ["He left."])[0].token_log_probs,
+        fp32.score(["他走了。"], ["He left."])[0].token_log_probs,
+        strict=True,
+    ):
+        assert abs(mine - theirs) < 0.5  # close to the fp32 model, not equal to it
+    result = translate(trained_run, "quantize=int8", stdin="我很好。\n".encode())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip() == int8.translate(["我很好。"])[0].text
+    refused = translate(trained_run, "quantize=int4", stdin=b"")
+    assert refused.returncode == 2 and b"quantize='int4'" in refused.stderr
+    with pytest.raises(ConfigError, match="CPU only"):
+        quantize(torch.nn.Linear(2, 2), "int8", torch.device("cuda"))

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
-from attnmt.runtime import pick_device
+from attnmt.runtime import QUANTIZE, pick_device
 from attnmt.translate import SearchConfig
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
@@ -72,9 +72,10 @@ class ModelToolOptions:
     (configs/tools/*.yaml give their defaults) and how to search (the defaults of
     `SearchConfig`, the one place they live; `--help` lists them)."""
 
-    ckpt: str
+    ckpt: str | list[str]  # a list: the ensemble of those models
     device: str
     threads: int | None
+    quantize: str | None
     beam_size: int = SearchConfig.beam_size
     alpha: float = SearchConfig.alpha
     max_length_a: float = SearchConfig.max_length_a
@@ -86,6 +87,8 @@ class ModelToolOptions:
         self.search()  # impossible search settings are refused here, naming the key
         in_range("threads", self.threads, 1, 1024)
         pick_device(self.device, "device")
+        if self.quantize not in (None, *QUANTIZE):
+            raise ConfigError(f"quantize={self.quantize!r}: valid values are null, int8")
 
     def search(self, n_best: int = 1) -> SearchConfig:
         """The search these options ask for."""

@@ -31,12 +31,13 @@ def run(cfg: EvaluateOptions) -> None:
     """Evaluate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()
-    checkpoint = Path(cfg.ckpt)
+    checkpoints = [cfg.ckpt] if isinstance(cfg.ckpt, str) else cfg.ckpt
+    checkpoint = Path(checkpoints[0]) if checkpoints else Path()
     if bool(cfg.source) != bool(cfg.reference):
         raise ConfigError("source=FILE and reference=FILE go together")
     output_dir = output_path(cfg.output_dir or checkpoint.parent / "eval", "output_dir", True)
     report = output_path(cfg.report or output_dir / "report.json", "report")
-    translator = Translator.load(checkpoint, cfg.device)
+    translator = Translator.load(checkpoints, cfg.device, cfg.quantize)
     # Without sets=, the test split of the checkpoint's data, unless a source file is given.
     names = cfg.sets if cfg.sets is not None else ([] if cfg.source else ["test"])
     sets = processed_sets(translator, names)
@@ -46,8 +47,7 @@ def run(cfg: EvaluateOptions) -> None:
         raise ConfigError("sets=[]: nothing to evaluate; name sets or give source= reference=")
     entries = evaluate_sets(translator, sets, cfg.search(), output_dir)
     report.write_text(
-        json.dumps({"checkpoint": str(checkpoint), "sets": entries}, indent=2, ensure_ascii=False)
-        + "\n",
+        json.dumps({"checkpoint": cfg.ckpt, "sets": entries}, indent=2, ensure_ascii=False) + "\n",
         encoding="utf-8",
     )
     for entry in entries:

@@ -49,7 +49,7 @@ def run(cfg: ServeOptions) -> None:
 
     set_threads(cfg.threads)
     keep_freed_memory()
-    translator = Translator.load(cfg.ckpt, cfg.device)
+    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
     limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, cfg.beam_size)
     app = create_app(translator, cfg.search(), limits, cfg.max_wait_ms, cfg.max_batch_sentences)
     log.info(

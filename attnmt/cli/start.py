@@ -45,3 +45,11 @@ def export() -> None:
 
 def serve() -> None:
     _start("serve")
+
+
+def average() -> None:
+    _start("average")
+
+
+def score() -> None:
+    _start("score")

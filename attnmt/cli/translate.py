@@ -42,7 +42,7 @@ def run(cfg: TranslateOptions) -> None:
         raise ConfigError(f"output={cfg.output} is the input: writing it would erase it")
     attention = output_path(cfg.attention, "attention") if cfg.attention else None
     plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
-    translator = Translator.load(cfg.ckpt, cfg.device)
+    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
 
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout

@@ -18,6 +18,7 @@ from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig, spm_model_name
 from attnmt.data.dataset import ParallelData
 from attnmt.data.prepare import prepare_dataset
+from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model, parameter_summary
@@ -62,6 +63,23 @@ def validation_search(cfg: TrainerConfig) -> SearchConfig:
         raise ConfigError(f"trainer.val_{error}") from None
 
 
+def training_data(
+    cfg: TrainerConfig, data_cfg: DataConfig, folder: Path, models: dict[str, Any]
+) -> ParallelData:
+    """The training split: its fixed segmentation, or one sampled anew each epoch
+    (trainer.sampling_alpha, see `attnmt.data.sampling`)."""
+    src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
+    if cfg.sampling_alpha is None:
+        return ParallelData(folder, "train", src, tgt)
+    if data_cfg.vocab.model_type == "bpe" and cfg.sampling_alpha >= 1:
+        raise ConfigError(
+            f"trainer.sampling_alpha={cfg.sampling_alpha}: for bpe models it is the dropout "
+            "probability of each merge, below 1"
+        )
+    alpha, nbest, seed = cfg.sampling_alpha, cfg.sampling_nbest_size, cfg.seed
+    return SampledData(folder, "train", models, src, tgt, alpha, nbest, seed)
+
+
 def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     """The trainer of a resolved config (the `train` config), writing into `run_dir`."""
     cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
@@ -74,16 +92,17 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     seed_everything(cfg.seed)
     folder, manifest = open_dataset(data_cfg, ranks)
     src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
-    train_data = ParallelData(folder, "train", src, tgt)
+    # The tokenizers never change during a run: read once, into every checkpoint.
+    files = {lang: folder / spm_model_name(data_cfg, lang) for lang in (src, tgt)}
+    tokenizers = {lang: tokenizer_entry(path) for lang, path in files.items()}
+    models = {lang: load_sentencepiece(path) for lang, path in files.items()}
+    train_data = training_data(cfg, data_cfg, folder, models)
     dev_data = ParallelData(folder, "dev", src, tgt)
     if not len(dev_data):
         raise ConfigError(
             f"data.dev_size={data_cfg.dev_size}: the dev split is empty, and training "
             "validates on it (dev BLEU picks best.pt); set data.dev_size to 1 or more"
         )
-    # The tokenizers never change during a run: read once, into every checkpoint.
-    files = {lang: folder / spm_model_name(data_cfg, lang) for lang in (src, tgt)}
-    tokenizers = {lang: tokenizer_entry(path) for lang, path in files.items()}
     vocab = manifest["vocab"]
     model = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(device)
     log.info("model parameters:\n%s", parameter_summary(model))
@@ -105,11 +124,11 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
         cfg.warmup_steps,
         cfg.min_lr,
         cfg.max_steps,
+        cfg.max_time * 60 if cfg.max_time else None,
         cfg.plateau_patience,
         cfg.plateau_factor,
     )
-    source_sp, target_sp = (load_sentencepiece(files[lang]) for lang in (src, tgt))
-    translator = Translator(model, source_sp, target_sp, config, device, folder)
+    translator = Translator(model, models[src], models[tgt], config, device, folder)
     validator = Validator(translator, dev_data, folder, "dev", search, cfg.samples)
     return Trainer(
         cfg,

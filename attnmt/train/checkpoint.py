@@ -13,12 +13,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnmt.checkpoint import FORMAT_VERSION, load_checkpoint
+from attnmt.average import kept_checkpoints
+from attnmt.checkpoint import (
+    FORMAT_VERSION,
+    architecture_differences,
+    export_payload,
+    load_checkpoint,
+    save_checkpoint,
+)
 from attnmt.errors import CheckpointError
 from attnmt.train.state import RESUMABLE_CHANGES
-
-# The config groups that define the model's architecture; they must match on resume.
-ARCHITECTURE_GROUPS = ("encoder", "decoder", "attention")
 
 
 def rng_state() -> dict[str, Any]:
@@ -46,29 +50,6 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested config -> {"decoder.hidden_size": 256, ...}."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def architecture_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """The architecture keys whose values differ, as 'key: saved -> current'."""
-    old = flatten({g: saved.get(g, {}) for g in ARCHITECTURE_GROUPS})
-    new = flatten({g: current.get(g, {}) for g in ARCHITECTURE_GROUPS})
-    return [
-        f"{key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now"
-        for key in sorted(set(old) | set(new))
-        if old.get(key) != new.get(key)
-    ]
 
 
 @dataclass
@@ -132,3 +113,33 @@ def trainer_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> lis
             note = "" if key in RESUMABLE_CHANGES else " (changes how training goes on)"
             changes.append(f"trainer.{key} {old!r} -> {new!r}{note}")
     return changes
+
+
+class KeptBest:
+    """Keeps a run's `count` best checkpoints by dev BLEU as inference-only
+    `best.step{N}.pt` files in `run_dir`, deleting the one that drops out of the top (of equal
+    BLEUs the earlier stays, as for best.pt). On resume it finds those already there."""
+
+    def __init__(self, run_dir: Path, count: int, identity: Mapping[str, Any]) -> None:
+        self.run_dir, self.count, self.identity = Path(run_dir), count, identity
+        self.kept: list[tuple[float, int, Path]] = []  # (bleu, -step, file), best first
+        if count:
+            for path in kept_checkpoints(self.run_dir):
+                found = load_checkpoint(path, "cpu", mmap=True)["validation"]
+                self.kept.append((found["bleu"], -found["step"], path))
+            self.kept.sort(reverse=True)
+
+    def offer(self, step: int, bleu: float, weights: Mapping[str, torch.Tensor]) -> None:
+        """Keep the model at `step` (dev BLEU `bleu`) if it is among the best `count`."""
+        if not self.count:
+            return
+        if len(self.kept) >= self.count and (bleu, -step) <= self.kept[self.count - 1][:2]:
+            return
+        path = self.run_dir / f"best.step{step}.pt"
+        payload = export_payload({"model": dict(weights), **self.identity}, path, "float32")
+        payload["validation"] = {"step": step, "bleu": bleu}
+        save_checkpoint(payload, path)
+        ranked = sorted([*self.kept, (bleu, -step, path)], reverse=True)
+        self.kept = ranked[: self.count]
+        for _, _, dropped in ranked[self.count :]:
+            dropped.unlink(missing_ok=True)

@@ -50,9 +50,13 @@ class Records:
                 events.add_scalar(f"{record['kind']}/{key}", record[key], record["step"])
         events.flush()
 
-    def validation(self, step: int, epoch: int, result: Validation, improved: bool) -> None:
-        """A validation's metrics line, and its scores and samples in the log."""
-        self.write({"kind": "validation", "step": step, "epoch": epoch, **result.record()})
+    def validation(
+        self, step: int, epoch: int, minutes: float, result: Validation, improved: bool
+    ) -> None:
+        """A validation's metrics line (`minutes`: of training before it, earlier validations
+        included), and its scores and samples in the log."""
+        record = {"kind": "validation", "step": step, "epoch": epoch, "minutes": round(minutes, 3)}
+        self.write({**record, **result.record()})
         log.info(
             "step %d: dev loss %.3f ppl %.2f BLEU %.2f chrF %.2f%s",
             step,

@@ -1,5 +1,5 @@
 """The optimiser and the learning-rate schedule: linear warmup, then constant, inverse square
-root, cosine decay, or a cut on a plateau of dev BLEU."""
+root, cosine decay over the run's budget (steps or minutes), or a cut on a plateau of dev BLEU."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from attnmt.errors import ConfigError
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 SCHEDULES = ("constant", "inverse_sqrt", "cosine", "plateau")
+COSINE_NEEDS_BUDGET = (
+    "trainer.schedule=cosine needs trainer.max_steps or trainer.max_time to know its length"
+)
 
 
 def build_optimizer(
@@ -33,9 +36,12 @@ class Schedule:
     """The learning rate as a function of the step, and of dev BLEU for `plateau`.
 
     factor(step) = step / warmup during warmup; after it, 1 (constant and plateau),
-    sqrt(warmup / step) (inverse_sqrt), or a cosine from 1 down to min_lr/lr at total_steps
-    (cosine). plateau multiplies by `plateau_factor` after `plateau_patience` validations
-    without a better dev BLEU, never below min_lr.
+    sqrt(warmup / step) (inverse_sqrt), or a cosine from 1 down to min_lr/lr at the end of the
+    run's budget (cosine). The budget is `total_steps` steps or `total_seconds` of training,
+    whichever ends first, so a run limited by trainer.max_time decays to its last minute
+    (and its learning rate then depends on the machine's speed). plateau multiplies by
+    `plateau_factor` after `plateau_patience` validations without a better dev BLEU, never
+    below min_lr.
     """
 
     def __init__(
@@ -46,32 +52,44 @@ class Schedule:
         warmup_steps: int,
         min_lr: float,
         total_steps: int | None,
+        total_seconds: float | None,
         plateau_patience: int,
         plateau_factor: float,
     ) -> None:
         if kind not in SCHEDULES:
             raise ConfigError(f"trainer.schedule={kind!r}: valid values are {', '.join(SCHEDULES)}")
-        if kind == "cosine" and not total_steps:
-            raise ConfigError("trainer.schedule=cosine needs trainer.max_steps to know its length")
+        if kind == "cosine" and not (total_steps or total_seconds):
+            raise ConfigError(COSINE_NEEDS_BUDGET)
         self.optimizer, self.kind, self.lr = optimizer, kind, lr
-        self.warmup, self.min_lr, self.total = warmup_steps, min_lr, total_steps
+        self.warmup, self.min_lr = warmup_steps, min_lr
+        self.total, self.seconds = total_steps, total_seconds
         self.patience, self.factor = plateau_patience, plateau_factor
         self.plateau_scale, self.best, self.bad = 1.0, -math.inf, 0
 
-    def factor_at(self, step: int) -> float:
+    def progress(self, step: int, elapsed: float) -> float:
+        """How far after warmup the run is through its budget, from 0 to 1."""
+        done = 0.0
+        if self.total:
+            done = (step - self.warmup) / max(1, self.total - self.warmup)
+        if self.seconds:
+            done = max(done, elapsed / self.seconds)
+        return min(1.0, max(0.0, done))
+
+    def factor_at(self, step: int, elapsed: float = 0.0) -> float:
         if self.warmup and step < self.warmup:
             return (step + 1) / self.warmup
         if self.kind == "inverse_sqrt":
             return math.sqrt(max(self.warmup, 1) / max(step, 1))
         if self.kind == "cosine":
-            progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+            progress = self.progress(step, elapsed)
             floor = self.min_lr / self.lr
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
         return self.plateau_scale
 
-    def set_step(self, step: int) -> float:
-        """Set the learning rate for optimiser step `step` (from 0); returns it."""
-        lr = self.lr * self.factor_at(step)
+    def set_step(self, step: int, elapsed: float = 0.0) -> float:
+        """Set the learning rate for optimiser step `step` (from 0), `elapsed` seconds into
+        training; returns it."""
+        lr = self.lr * self.factor_at(step, elapsed)
         if step >= self.warmup and self.kind != "constant":
             lr = max(lr, self.min_lr)
         for group in self.optimizer.param_groups:

@@ -10,7 +10,7 @@ from pathlib import Path
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
 from attnmt.runtime import pick_device
-from attnmt.train.schedule import OPTIMIZERS, SCHEDULES
+from attnmt.train.schedule import COSINE_NEEDS_BUDGET, OPTIMIZERS, SCHEDULES
 from attnmt.translate import MAX_BEAM_SIZE, MAX_OUTPUT_LENGTH
 
 # The range of each numeric trainer key (None: unbounded on that side).
@@ -39,6 +39,9 @@ TRAINER_RANGES = {
     "samples": (0, None),
     "patience": (1, None),
     "max_bad_steps": (1, None),
+    "keep_best": (0, 1000),
+    "sampling_alpha": (1e-6, 10.0),
+    "sampling_nbest_size": (-1, 1000),
 }
 
 
@@ -66,6 +69,8 @@ class TrainerConfig:
     plateau_factor: float
     clip_grad_norm: float | None
     label_smoothing: float
+    sampling_alpha: float | None
+    sampling_nbest_size: int
     max_steps: int | None
     max_epochs: int | None
     max_time: float | None
@@ -78,6 +83,7 @@ class TrainerConfig:
     samples: int
     patience: int | None
     max_bad_steps: int
+    keep_best: int
     resume: str | None
 
     def __post_init__(self) -> None:
@@ -93,8 +99,13 @@ class TrainerConfig:
             raise ConfigError(
                 f"trainer.schedule={self.schedule!r}: valid values are {', '.join(SCHEDULES)}"
             )
-        if self.schedule == "cosine" and not self.max_steps:
-            raise ConfigError("trainer.schedule=cosine needs trainer.max_steps to know its length")
+        if self.schedule == "cosine" and not (self.max_steps or self.max_time):
+            raise ConfigError(COSINE_NEEDS_BUDGET)
+        if self.sampling_nbest_size in (0, 1):
+            raise ConfigError(
+                f"trainer.sampling_nbest_size={self.sampling_nbest_size}: -1 samples among all "
+                "segmentations, 2 or more among the best n (1 would not sample)"
+            )
         pick_device(self.device, "trainer.device")
 
     def expected_steps(self, batches_per_epoch: Callable[[], int]) -> int | None:
@@ -127,6 +138,7 @@ class TrainerConfig:
 
 # Trainer keys that change how a resumed run goes on but not what the model is.
 RESUMABLE_CHANGES = (
+    "keep_best",
     "max_steps",
     "max_epochs",
     "max_time",

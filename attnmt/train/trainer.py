@@ -4,8 +4,7 @@ from a config), and runs steps, validation, checkpoints, resume and the stop con
 It knows nothing of attention or translation.
 
 Everything a run writes goes to its run directory: last.pt, best.pt (see
-`attnmt.train.checkpoint`), and the records of `attnmt.train.records`.
-"""
+`attnmt.train.checkpoint`), and the records of `attnmt.train.records`."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ from attnmt.errors import AttnmtError, CheckpointError
 from attnmt.runtime import amp_dtype
 from attnmt.train import distributed
 from attnmt.train.checkpoint import (
+    KeptBest,
     TrainingCheckpoint,
     resume_conflicts,
     rng_state,
@@ -72,6 +72,7 @@ class Trainer:
         self.optimizer, self.schedule, self.train_data = optimizer, schedule, train_data
         self.validate, self.ranks, self.device, self.identity = validate, ranks, device, identity
         self.records = Records(run_dir, enabled=ranks.main)
+        self.kept = KeptBest(run_dir, cfg.keep_best if ranks.main else 0, identity)
         self.autocast_dtype = amp_dtype(cfg.amp, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
         self.progress = Progress()
@@ -103,12 +104,10 @@ class Trainer:
         self.optimizer.load_state_dict(saved.optimizer)
         self.schedule.load_state_dict(saved.schedule)
         self.scaler.load_state_dict(saved.scaler)
-        self.progress = Progress(**saved.progress)
+        p = self.progress = Progress(**saved.progress)
         set_rng_state(saved.rng)
-        self.records.start(resumed_at=self.progress.step)
-        log.info(
-            "resumed from %s at step %d (epoch %d)", path, self.progress.step, self.progress.epoch
-        )
+        self.records.start(resumed_at=p.step)
+        log.info("resumed from %s at step %d (epoch %d)", path, p.step, p.epoch)
 
     # ------------------------------------------------------------ steps
 
@@ -162,7 +161,7 @@ class Trainer:
     def _save(self, *names: str) -> None:
         if not self.ranks.main:
             return
-        state = TrainingCheckpoint(
+        payload = TrainingCheckpoint(
             self.model.state_dict(),
             self.optimizer.state_dict(),
             self.schedule.state_dict(),
@@ -171,8 +170,7 @@ class Trainer:
             rng_state(),
             self.identity["config"],
             self.identity["tokenizers"],
-        )
-        payload = state.payload()
+        ).payload()
         for name in names:
             save_checkpoint(payload, self.run_dir / name)
 
@@ -196,8 +194,9 @@ class Trainer:
     def _report(self, result: Validation, improved: bool) -> None:
         """Rank 0's records of a validation: metrics, log, checkpoints, pictures."""
         p = self.progress
-        self.records.validation(p.step, p.epoch, result, improved)
+        self.records.validation(p.step, p.epoch, p.elapsed / 60, result, improved)
         self._save(*(["last.pt", "best.pt"] if improved else ["last.pt"]))
+        self.kept.offer(p.step, result.bleu, self.model.state_dict())
         self.records.draw(p.step, result)
 
     # ------------------------------------------------------------ the loop
@@ -209,6 +208,13 @@ class Trainer:
         if self.ranks.world > 1 and distributed.total(float(reason is not None), self.device):
             return reason or "another rank stopped"
         return reason
+
+    def _set_lr(self, start: float) -> float:
+        """The learning rate for the next step; a budget in minutes uses rank 0's clock."""
+        elapsed = self.progress.elapsed + time.monotonic() - start
+        if self.schedule.seconds and self.ranks.world > 1:
+            elapsed = distributed.from_main(elapsed, self.device)
+        return self.schedule.set_step(self.progress.step, elapsed)
 
     def _on_signal(self, number: int, _frame: Any) -> None:
         self.stop_signal = f"stopped by {signal.Signals(number).name}"
@@ -242,7 +248,7 @@ class Trainer:
             disable=not self.ranks.main,
         )
         window_tokens, window_seconds = 0, 0.0  # training time only, validation left out
-        self.schedule.set_step(p.step)
+        self._set_lr(start)
         reason = self._stop_reason(start)
         while reason is None:
             order = self.train_data.token_batches(c.batch_tokens, c.seed, p.epoch)
@@ -257,9 +263,9 @@ class Trainer:
                 tokens = self.train_data.target_tokens(group)
                 loss = self._train_step(batches, tokens)
                 window_seconds += time.monotonic() - step_start
-                p.step += 1
-                p.batch_in_epoch += len(group)
-                lr = self.schedule.set_step(p.step)
+                p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + len(group)
+                p.elapsed, start = p.elapsed + time.monotonic() - start, time.monotonic()
+                lr = self._set_lr(start)
                 window_tokens += tokens
                 bar.update(1)
                 if p.step % c.log_every == 0:
@@ -276,8 +282,6 @@ class Trainer:
                     self._validate()
                 elif p.step % c.checkpoint_every == 0:
                     self._save("last.pt")
-                p.elapsed += time.monotonic() - start
-                start = time.monotonic()
                 reason = self._stop_reason(start)
             if p.batch_in_epoch >= len(order):
                 p.epoch, p.batch_in_epoch = p.epoch + 1, 0

@@ -8,9 +8,9 @@ from attnmt.train.state import Progress, TrainerConfig
 from tests.conftest import compose_config, plain
 
 
-def schedule(kind, warmup=0, total=None, patience=2, factor=0.5, lr=1.0, min_lr=0.01):
+def schedule(kind, warmup=0, total=None, seconds=None, patience=2, factor=0.5, lr=1.0, min_lr=0.01):
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
-    return Schedule(optimizer, kind, lr, warmup, min_lr, total, patience, factor)
+    return Schedule(optimizer, kind, lr, warmup, min_lr, total, seconds, patience, factor)
 
 
 def test_warmup_rises_linearly_then_holds():
@@ -30,6 +30,16 @@ def test_cosine_goes_from_lr_to_min_lr_over_max_steps():
     assert s.set_step(0) == 1.0
     assert s.set_step(5) == pytest.approx((1.0 + 0.01) / 2)
     assert s.set_step(10) == pytest.approx(0.01) and s.set_step(20) == pytest.approx(0.01)
+
+
+def test_cosine_over_minutes_follows_the_clock_and_the_earlier_budget_ends_it():
+    s = schedule("cosine", seconds=600.0, warmup=2)
+    assert s.set_step(0, elapsed=0.0) == 0.5  # warmup is counted in steps
+    assert s.set_step(2, elapsed=300.0) == pytest.approx((1.0 + 0.01) / 2)
+    assert s.set_step(3, elapsed=600.0) == pytest.approx(0.01)
+    both = schedule("cosine", total=10, seconds=600.0)
+    assert both.set_step(5, elapsed=0.0) == pytest.approx((1.0 + 0.01) / 2)  # steps end first
+    assert both.set_step(1, elapsed=300.0) == pytest.approx((1.0 + 0.01) / 2)  # time does
 
 
 def test_plateau_cuts_after_patience_validations_and_round_trips():

@@ -1,0 +1,68 @@
+"""Forced decoding: the log-probability a model gives a given target for a given source.
+
+The decoder is fed the reference (teacher forcing, as in training) and each target piece's
+log P(y_t | y_<t, x) is read off the output distribution, EOS included. With label smoothing
+off, minus their sum is exactly the training loss of that pair. Uses: filtering a noisy
+corpus, checking a translation, rescoring an n-best list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnmt.data.dataset import chunk_by_tokens, pad
+from attnmt.ensemble import Ensemble
+from attnmt.model.seq2seq import Seq2Seq
+from attnmt.vocab import BOS_ID, EOS_ID
+
+
+@dataclass
+class PairScore:
+    """One pair's log-probabilities under the model: per target piece (EOS last) and total."""
+
+    target_pieces: list[str]
+    token_log_probs: list[float]
+
+    @property
+    def log_prob(self) -> float:
+        """log P(target | source): the sum over the target's pieces and EOS."""
+        return float(sum(self.token_log_probs))
+
+    @property
+    def mean(self) -> float:
+        """The per-piece mean, comparable across lengths."""
+        return self.log_prob / len(self.token_log_probs)
+
+
+@torch.no_grad()
+def forced_log_probs(
+    model: Seq2Seq | Ensemble,
+    sources: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    batch_tokens: int,
+    device: torch.device,
+) -> list[np.ndarray]:
+    """Each target's per-piece log-probabilities (EOS last) given its source (ids without
+    EOS), in input order, batched by length up to `batch_tokens` padded tokens. An ensemble
+    gives its members' mean."""
+    model.eval()
+    sizes = np.array([max(len(s), len(t)) + 1 for s, t in zip(sources, targets, strict=True)])
+    results: list[np.ndarray] = [np.zeros(0)] * len(sources)
+    for indices in chunk_by_tokens(np.argsort(sizes, kind="stable"), sizes, batch_tokens):
+        source = pad([sources[i] for i in indices], None, EOS_ID).to(device)
+        lengths = torch.tensor([len(sources[i]) + 1 for i in indices])
+        chosen = [targets[i] for i in indices]
+        previous = pad(chosen, BOS_ID, None).to(device)
+        target = pad(chosen, None, EOS_ID).to(device)
+        members = model.members if isinstance(model, Ensemble) else [model]
+        log_probs = torch.stack(
+            [m.logits(m(source, lengths, previous)[0]).float().log_softmax(-1) for m in members]
+        ).mean(0)
+        picked = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu().numpy()
+        for row, index in enumerate(indices.tolist()):
+            results[index] = picked[row, : len(targets[index]) + 1]
+    return results
