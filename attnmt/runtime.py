@@ -22,11 +22,22 @@ def pick_device(name: str, key: str) -> torch.device:
         raise ConfigError(f"{key}={name!r}: use auto, cpu, cuda or cuda:N") from None
 
 
+def cpu_has_bf16() -> bool:
+    """Whether torch multiplies bf16 natively on this CPU (AVX-512 BF16 or AMX tiles). On
+    other CPUs bf16 is emulated and slower than fp32; ATEN_CPU_CAPABILITY=avx2 turns it off."""
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
 def amp_dtype(amp: bool, device: torch.device) -> torch.dtype | None:
-    """The autocast type of mixed precision on `device`: CUDA only, bf16 where supported."""
-    if not amp or device.type != "cuda":
+    """The autocast type of mixed precision on `device` (None: fp32): on CUDA bf16 where
+    supported, else fp16; on a CPU bf16 where it has native bf16 (see `cpu_has_bf16`)."""
+    if not amp:
         return None
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if device.type == "cpu" and cpu_has_bf16() else None
 
 
 def set_threads(threads: int | None) -> None:

@@ -4,13 +4,17 @@
 
 The reference model (the kit's JoeyNMT model): embeddings 256, bidirectional GRU-256 encoder,
 GRU-256 decoder with additive attention, dropout 0.3, label smoothing 0.1, Adam 1e-3, batches
-of 4,096 tokens, zh->en, 2 CPU threads: attnmt's default config, trained for one epoch. When the
+of 4,096 tokens, zh->en, 2 CPU threads: attnmt's default model with the kit's dropout, batch
+size and learning rate (`REFERENCE`), trained for one epoch, in attnmt's default precision
+(bf16 autocast on CPUs with native bf16, fp32 elsewhere; reported as train_precision). When the
 kit has run, its split (--kit-dir/data) is used as given (data=splits) and SentencePiece models
 with the kit's settings (unigram 4k + 4k) are trained on its train split; else the shared corpus
 is split by attnmt. Keys as in the kit's report: training speed is the median target tokens
 (not padding) per second over the logging windows after the first two; decoding speed is whole
 test-set sentences per second for `attnmt-translate` from start to end, model loading included,
-with outputs capped at 80 pieces like the kit's. Peak RSS is the training process's.
+with outputs capped at 80 pieces like the kit's; the large input (--large, default the first
+10,000 sentences of the train split's source side) is decoded with beam 5 the same way. Peak
+RSS is the training process's. The report names the CPU and its widest vector ISA.
 
 Decoding is timed --rounds times (default 3) and the median reported. When the kit's JoeyNMT
 model and environment are there (after `../shared/bench/joeynmt/run.sh`), each round also
@@ -46,6 +50,41 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
 THREADS = 2
 BEAMS = {1: "greedy", 5: "beam5"}  # beam size -> the name of its keys in the report
+# The kit's reference model where attnmt's defaults differ from it.
+REFERENCE = [
+    "encoder.dropout=0.3",
+    "decoder.dropout=0.3",
+    "trainer.batch_tokens=4096",
+    "trainer.lr=0.001",
+    "trainer.warmup_steps=0",
+    "trainer.schedule=plateau",
+]
+ISA_FLAGS = (("amx", "amx_tile"), ("avx512", "avx512f"), ("avx2", "avx2"))  # widest first
+
+
+def cpu_description() -> dict[str, str]:
+    """The CPU's model name, its widest vector ISA (amx / avx512 / avx2 / other), what torch
+    uses of it (ATEN_CPU_CAPABILITY can cap that) and the precision attnmt trains in."""
+    import torch
+
+    from attnmt.runtime import amp_dtype
+
+    cpuinfo = Path("/proc/cpuinfo")
+    info = cpuinfo.read_text(encoding="utf-8") if cpuinfo.is_file() else ""
+    fields: dict[str, str] = {}
+    for line in info.splitlines():
+        key, colon, value = line.partition(":")
+        if colon:
+            fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    isa = next((name for name, flag in ISA_FLAGS if flag in flags), "other")
+    precision = amp_dtype(True, torch.device("cpu"))
+    return {
+        "cpu": " ".join(fields.get("model name", "unknown").split()),
+        "cpu_isa": isa,
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "train_precision": "fp32" if precision is None else str(precision).split(".")[-1],
+    }
 
 
 def data_overrides(kit_data: Path, work: Path) -> tuple[list[str], Path, Path]:
@@ -107,21 +146,28 @@ def joeynmt_decode(kit: Path, work: Path, beam: int) -> list[str] | None:
 
 
 def decode_speeds(
-    checkpoint: Path, source: Path, kit: Path, work: Path, rounds: int
+    checkpoint: Path,
+    source: Path,
+    kit: Path,
+    work: Path,
+    rounds: int,
+    beams: dict[int, str] = BEAMS,
+    suffix: str = "",
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Median sentences/s of attnmt (and of the kit's JoeyNMT, timed alternately) per beam,
-    and every round's seconds."""
+    and every round's seconds; `suffix` ends the name of each beam's keys."""
     count = len(source.read_text(encoding="utf-8").splitlines())
     speeds: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
-    for beam, name in BEAMS.items():
-        attnmt = attnmt_decode(checkpoint, source, work / f"hyp.beam{beam}", beam)
+    for beam, beam_name in beams.items():
+        name = beam_name + suffix
+        attnmt = attnmt_decode(checkpoint, source, work / f"hyp.{name}", beam)
         joeynmt = joeynmt_decode(kit, work, beam)
         ours, theirs = [], []
         for _ in range(rounds):
-            ours.append(run(attnmt, work / f"decode{beam}.log"))
+            ours.append(run(attnmt, work / f"decode.{name}.log"))
             if joeynmt:
-                theirs.append(run(joeynmt, work / f"joeynmt.hyp.beam{beam}", stdin=source))
+                theirs.append(run(joeynmt, work / f"joeynmt.hyp.{name}", stdin=source))
         our_median = statistics.median(ours)
         speeds[f"{name}_sent_per_s"] = round(count / our_median, 1)
         seconds[f"{name}_seconds"] = [round(x, 2) for x in ours]
@@ -131,6 +177,18 @@ def decode_speeds(
             speeds[f"{name}_speedup"] = round(their_median / our_median, 2)
             seconds[f"joeynmt_{name}_seconds"] = [round(x, 2) for x in theirs]
     return speeds, seconds
+
+
+def large_input(train_source: Path, work: Path, count: int) -> Path:
+    """The first `count` sentences of the train split's source side: a large input, where the
+    start-up weighs little."""
+    with open(train_source, encoding="utf-8") as lines:
+        head = [line for _, line in zip(range(count), lines, strict=False)]
+    if len(head) < count:
+        raise SystemExit(f"{train_source}: {len(head):,} lines, fewer than --large {count:,}")
+    path = work / f"large{count}.zh"
+    path.write_text("".join(head), encoding="utf-8")
+    return path
 
 
 def train_speed(metrics: Path) -> tuple[int, int]:
@@ -157,6 +215,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/attnmt-bench"))
     parser.add_argument("--extra", nargs="*", default=[], help="more Hydra overrides for training")
     parser.add_argument("--rounds", type=int, default=3, help="decoding runs per beam, median")
+    parser.add_argument(
+        "--large", type=int, default=10_000, help="sentences of the large beam-5 input (0: none)"
+    )
+    parser.add_argument("--large-rounds", type=int, default=1, help="its decoding runs, median")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     overrides, test_source, test_reference = data_overrides(args.kit_dir / "data", args.work)
@@ -173,6 +235,7 @@ def main() -> None:
         "trainer.max_epochs=1",
         "trainer.log_every=20",
         "trainer.validate_every=1000000",
+        *REFERENCE,
         *args.extra,
     ]
     if (run_dir / "last.pt").exists():
@@ -183,6 +246,7 @@ def main() -> None:
     tokens_per_s, windows = train_speed(run_dir / "metrics.jsonl")
     result = {
         "system": "attnmt-0.1.0",
+        **cpu_description(),
         "train_tgt_tokens_per_s": tokens_per_s,
         "train_log_windows": windows,
     }
@@ -190,15 +254,29 @@ def main() -> None:
         run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds
     )
     result.update(speeds)
-    for beam, name in BEAMS.items():
-        hypotheses = args.work / f"hyp.beam{beam}"
+    if args.large:
+        large = large_input(test_source.parent / "train.zh", args.work, args.large)
+        suffix = f"_{args.large // 1000}k" if args.large % 1000 == 0 else f"_{args.large}"
+        speeds, large_seconds = decode_speeds(
+            run_dir / "best.pt",
+            large,
+            args.kit_dir,
+            args.work,
+            args.large_rounds,
+            {5: "beam5"},
+            suffix,
+        )
+        result.update(speeds)
+        seconds.update(large_seconds)
+    for name in BEAMS.values():
+        hypotheses = args.work / f"hyp.{name}"
         result[f"{name}_mean_hyp_words"] = mean_words(hypotheses)
         result[f"{name}_test_bleu"] = bleu(hypotheses, test_reference)
     result.update(decode_includes_model_load=True, peak_rss_mb=peak_rss_mb, threads=THREADS)
     joey_beam5 = args.kit_dir / "hyp.beam5"
     if joey_beam5.is_file():  # the kit's own output, scored the same way, for comparison
         result["joeynmt_beam5_test_bleu"] = bleu(joey_beam5, test_reference)
-    result.update(seconds, decode_rounds=args.rounds)
+    result.update(seconds, decode_rounds=args.rounds, large_rounds=args.large_rounds)
     print(json.dumps(result))
 
 

@@ -5,8 +5,8 @@
 
 Each run directory's train.log gives the time of every validation ("step N: dev loss ...
 BLEU x") counted from the log's first line, so runs of any attnmt version compare the same
-way. Prints, per run, the dev BLEU at each of --minutes and the first minute each run reached
-every other run's figure.
+way (the clock includes start-up and validation). Prints, per run, the best dev BLEU by each
+of --minutes and at its end, and the first minute each run reached every other run's best.
 """
 
 from __future__ import annotations
@@ -51,26 +51,32 @@ def first_reaching(points: list[tuple[float, float]], bleu: float) -> float | No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", action="append", required=True, help="LABEL=RUN_DIR")
+    parser.add_argument(
+        "--run", action="append", required=True, help="LABEL=RUN_DIR (split at its last =)"
+    )
     parser.add_argument("--png", type=Path)
     parser.add_argument("--title", default="dev BLEU (greedy) against training minutes")
     parser.add_argument("--minutes", type=float, nargs="*", default=[10, 20])
     args = parser.parse_args()
     runs = {}
     for item in args.run:
-        label, _, path = item.partition("=")
+        label, _, path = item.rpartition("=")  # a label may hold "=", a path does not
         runs[label] = curve(Path(path))
     for label, points in runs.items():
         at = "  ".join(f"{m:g} min: {best_by(points, m):5.2f}" for m in args.minutes)
-        print(f"{label}: {at}  ({len(points)} validations, last at {points[-1][0]:.1f} min)")
+        best = max(bleu for _, bleu in points)
+        print(
+            f"{label}: {at}  best {best:.2f} ({len(points)} validations, the last "
+            f"ending at {points[-1][0]:.1f} min)"
+        )
     for label, points in runs.items():
         for other, theirs in runs.items():
             if other == label:
                 continue
-            target = best_by(theirs, max(args.minutes))
+            target = max(bleu for _, bleu in theirs)  # its best.pt when it stopped
             when = first_reaching(points, target)
             said = f"{when:.1f} min" if when is not None else "not reached"
-            print(f"{label} reaches {other}'s {max(args.minutes):g}-minute {target:.2f}: {said}")
+            print(f"{label} reaches {other}'s best {target:.2f}: {said}")
     if args.png:
         figure, axis = plt.subplots(figsize=(7, 4.2))
         for label, points in runs.items():

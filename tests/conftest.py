@@ -85,6 +85,7 @@ def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
         "attention.attn_dim=64",
         "trainer.lr=0.005",
         "trainer.schedule=constant",
+        "trainer.warmup_steps=0",
         "trainer.batch_tokens=512",
         "trainer.label_smoothing=0.0",
         "trainer.threads=1",

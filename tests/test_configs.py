@@ -29,7 +29,7 @@ def test_every_data_option_builds_a_data_config(name):
 
 def test_trainer_defaults_build_a_trainer_config():
     trainer = to_dataclass(TrainerConfig, plain(compose_config("train", []).trainer), "trainer")
-    assert trainer.batch_tokens == 4096 and trainer.max_time == 20
+    assert trainer.batch_tokens == 2048 and trainer.max_time == 20
 
 
 TOOLS = {"translate": TranslateOptions, "evaluate": EvaluateOptions}

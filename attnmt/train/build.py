@@ -22,7 +22,7 @@ from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model, parameter_summary
-from attnmt.runtime import keep_freed_memory, set_threads
+from attnmt.runtime import amp_dtype, keep_freed_memory, set_threads
 from attnmt.train import distributed
 from attnmt.train.loss import TokenLoss
 from attnmt.train.schedule import Schedule, build_optimizer
@@ -106,6 +106,8 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     vocab = manifest["vocab"]
     model = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(device)
     log.info("model parameters:\n%s", parameter_summary(model))
+    precision = amp_dtype(cfg.amp, device)
+    log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")
     if cfg.compile:
         # The decoder's one-step function runs T times per batch: compiled once (any batch
         # size, dynamic=True), its many small element-wise ops become a few fused kernels.
@@ -117,13 +119,17 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     optimizer = build_optimizer(
         model.parameters(), cfg.optimizer, cfg.lr, cfg.betas, cfg.weight_decay
     )
+
+    def batches_per_epoch() -> int:
+        return len(train_data.token_batches(cfg.batch_tokens, cfg.seed, 0))
+
     schedule = Schedule(
         optimizer,
         cfg.schedule,
         cfg.lr,
         cfg.warmup_steps,
         cfg.min_lr,
-        cfg.max_steps,
+        cfg.expected_steps(batches_per_epoch, ranks.world),
         cfg.max_time * 60 if cfg.max_time else None,
         cfg.plateau_patience,
         cfg.plateau_factor,

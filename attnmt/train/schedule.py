@@ -1,5 +1,6 @@
 """The optimiser and the learning-rate schedule: linear warmup, then constant, inverse square
-root, cosine decay over the run's budget (steps or minutes), or a cut on a plateau of dev BLEU."""
+root, cosine decay over the run's budget (steps, epochs or minutes), or a cut on a plateau of
+dev BLEU."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from attnmt.errors import ConfigError
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 SCHEDULES = ("constant", "inverse_sqrt", "cosine", "plateau")
 COSINE_NEEDS_BUDGET = (
-    "trainer.schedule=cosine needs trainer.max_steps or trainer.max_time to know its length"
+    "trainer.schedule=cosine needs trainer.max_steps, trainer.max_epochs or trainer.max_time "
+    "to know its length"
 )
 
 
@@ -37,11 +39,11 @@ class Schedule:
 
     factor(step) = step / warmup during warmup; after it, 1 (constant and plateau),
     sqrt(warmup / step) (inverse_sqrt), or a cosine from 1 down to min_lr/lr at the end of the
-    run's budget (cosine). The budget is `total_steps` steps or `total_seconds` of training,
-    whichever ends first, so a run limited by trainer.max_time decays to its last minute
-    (and its learning rate then depends on the machine's speed). plateau multiplies by
-    `plateau_factor` after `plateau_patience` validations without a better dev BLEU, never
-    below min_lr.
+    run's budget (cosine). The budget is `total_steps` steps (max_steps or max_epochs' worth)
+    or `total_seconds` of training, whichever ends first, so a run limited by trainer.max_time
+    decays to its last minute (and its learning rate then depends on the machine's speed).
+    plateau multiplies by `plateau_factor` after `plateau_patience` validations without a
+    better dev BLEU, never below min_lr.
     """
 
     def __init__(

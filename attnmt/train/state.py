@@ -99,7 +99,7 @@ class TrainerConfig:
             raise ConfigError(
                 f"trainer.schedule={self.schedule!r}: valid values are {', '.join(SCHEDULES)}"
             )
-        if self.schedule == "cosine" and not (self.max_steps or self.max_time):
+        if self.schedule == "cosine" and not (self.max_steps or self.max_epochs or self.max_time):
             raise ConfigError(COSINE_NEEDS_BUDGET)
         if self.sampling_nbest_size in (0, 1):
             raise ConfigError(
@@ -108,13 +108,20 @@ class TrainerConfig:
             )
         pick_device(self.device, "trainer.device")
 
-    def expected_steps(self, batches_per_epoch: Callable[[], int]) -> int | None:
-        """The step count a progress bar counts to: max_steps, or max_epochs' worth."""
+    def expected_steps(self, batches_per_epoch: Callable[[], int], world: int = 1) -> int | None:
+        """The steps the run takes unless time or patience stops it first: max_steps, or
+        max_epochs' worth (an epoch of `world` ranks drops its uneven tail), whichever is
+        fewer; None without either."""
+        steps = []
         if self.max_steps is not None:
-            return self.max_steps
+            steps.append(self.max_steps)
         if self.max_epochs is not None:
-            return self.max_epochs * math.ceil(batches_per_epoch() / self.accumulate)
-        return None
+            per_step = self.accumulate * world
+            batches = batches_per_epoch()
+            if world > 1:
+                batches -= batches % per_step
+            steps.append(self.max_epochs * math.ceil(batches / per_step))
+        return min(steps, default=None)
 
     def time_left(self, elapsed: float) -> dict[str, str]:
         """The wall-clock budget left after `elapsed` seconds, for the bar, with max_time."""

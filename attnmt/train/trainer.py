@@ -237,11 +237,8 @@ class Trainer:
         start, p, c = time.monotonic(), self.progress, self.cfg
         self.model.train()
 
-        def batches_per_epoch() -> int:
-            return len(self.train_data.token_batches(c.batch_tokens, c.seed, 0))
-
         bar = tqdm(
-            total=c.expected_steps(batches_per_epoch),
+            total=self.schedule.total,  # max_steps or max_epochs' worth, if either is set
             initial=p.step,
             unit="step",
             mininterval=1.0,

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from attnmt.errors import ConfigError
 from attnmt.train.schedule import Schedule
 from attnmt.train.state import Progress, TrainerConfig
 from tests.conftest import compose_config, plain
@@ -75,3 +76,16 @@ def test_max_epochs_and_patience_stop_a_run():
     timed = trainer_config("trainer.max_time=1")
     assert timed.stop_reason(Progress(), elapsed=59) is None
     assert timed.stop_reason(Progress(), elapsed=60) == "trainer.max_time=1 minutes reached"
+
+
+def test_cosine_takes_its_length_from_max_epochs_when_no_steps_or_minutes_are_set():
+    c = trainer_config("trainer.max_time=null", "trainer.max_epochs=3", "trainer.accumulate=2")
+    assert c.schedule == "cosine"  # the default
+    assert c.expected_steps(lambda: 11) == 3 * 6  # 11 batches, 2 a step: 6 steps an epoch
+    assert c.expected_steps(lambda: 11, world=2) == 3 * 2  # 2 ranks x 2: 8 of 11 batches
+    assert (
+        trainer_config("trainer.max_epochs=3", "trainer.max_steps=5").expected_steps(lambda: 11)
+        == 5
+    )  # the budget that ends first
+    with pytest.raises(ConfigError, match="max_steps, trainer.max_epochs or trainer.max_time"):
+        trainer_config("trainer.max_time=null")
