@@ -32,6 +32,14 @@ def test_trainer_defaults_build_a_trainer_config():
     assert trainer.batch_tokens == 2048 and trainer.max_time == 20
 
 
+@pytest.mark.parametrize("name", option_names("experiment"))
+def test_every_experiment_composes_into_valid_configs(name):
+    cfg = plain(compose_config("train", [f"+experiment={name}"]))
+    trainer = to_dataclass(TrainerConfig, cfg["trainer"], "trainer")
+    data = to_dataclass(DataConfig, cfg["data"], "data")
+    assert trainer.max_time and data.src_lang != data.tgt_lang
+
+
 TOOLS = {"translate": TranslateOptions, "evaluate": EvaluateOptions}
 
 
