@@ -70,14 +70,19 @@ def keep_freed_memory() -> None:
 QUANTIZE = ("int8",)
 
 
+def check_quantize(kind: str | None) -> None:
+    """Refuse a `quantize` value other than None and those of QUANTIZE, naming the key."""
+    if kind not in (None, *QUANTIZE):
+        raise ConfigError(f"quantize={kind!r}: valid values are null, {', '.join(QUANTIZE)}")
+
+
 def quantize(model: torch.nn.Module, kind: str | None, device: torch.device) -> torch.nn.Module:
     """`model` for decoding with `kind` weights: None leaves it as it is; int8 quantizes the
     linear and RNN layers dynamically (weights int8, activations quantized per batch), which
     torch runs on CPUs only. Embeddings and the attention's matrix products stay fp32."""
+    check_quantize(kind)
     if kind is None:
         return model
-    if kind not in QUANTIZE:
-        raise ConfigError(f"quantize={kind!r}: valid values are null, {', '.join(QUANTIZE)}")
     if device.type != "cpu":
         raise ConfigError(f"quantize={kind}: int8 decoding runs on the CPU only (device=cpu)")
     import warnings

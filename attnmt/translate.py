@@ -213,7 +213,7 @@ class Translator:
         weights; `options` are the other fields of `SearchConfig` (alpha, max_length_a, ...).
         `first_line` is the number of texts[0] in its input, for the warnings."""
         search = SearchConfig(beam_size=beam_size, n_best=n_best, **options)
-        pieces = [self.source_sp.encode(normalize(t, self.src_lang), out_type=int) for t in texts]
+        pieces = self._encode(texts)
         limit = search.max_input_length
         for i, ids in enumerate(pieces):
             if len(ids) > limit:
@@ -238,8 +238,7 @@ class Translator:
         as in training), per piece and in total; see `attnmt.score`."""
         if len(sources) != len(targets):
             raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
-        src = [self.source_sp.encode(normalize(t, self.src_lang), out_type=int) for t in sources]
-        tgt = [self.target_sp.encode(normalize(t, self.tgt_lang), out_type=int) for t in targets]
+        src, tgt = self._encode(sources), self._encode(targets, target=True)
         found = forced_log_probs(
             self.model,
             [np.array(ids, dtype=np.int64) for ids in src],
@@ -251,6 +250,12 @@ class Translator:
             PairScore([*map(self.target_sp.id_to_piece, ids), EOS_PIECE], lp.tolist())
             for ids, lp in zip(tgt, found, strict=True)
         ]
+
+    def _encode(self, texts: Sequence[str], target: bool = False) -> list[list[int]]:
+        """Raw sentences of the source (or target) language -> their piece ids, normalised
+        as in training."""
+        sp, lang = (self.target_sp, self.tgt_lang) if target else (self.source_sp, self.src_lang)
+        return [sp.encode(normalize(t, lang), out_type=int) for t in texts]
 
     def describe(
         self, source: np.ndarray, hypotheses: list[Hypothesis], truncated: bool = False

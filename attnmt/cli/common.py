@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
-from attnmt.runtime import QUANTIZE, pick_device
+from attnmt.runtime import check_quantize, pick_device
 from attnmt.translate import SearchConfig
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
@@ -87,8 +87,7 @@ class ModelToolOptions:
         self.search()  # impossible search settings are refused here, naming the key
         in_range("threads", self.threads, 1, 1024)
         pick_device(self.device, "device")
-        if self.quantize not in (None, *QUANTIZE):
-            raise ConfigError(f"quantize={self.quantize!r}: valid values are null, int8")
+        check_quantize(self.quantize)
 
     def search(self, n_best: int = 1) -> SearchConfig:
         """The search these options ask for."""
