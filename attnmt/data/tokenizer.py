@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import random
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from attnmt.errors import DataError
 from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
+
+
+# The seed of SentencePiece's sample of the training sentences (data.vocab.max_sentences).
+SAMPLE_SEED = 1234
 
 
 def train_sentencepiece(
@@ -27,7 +32,7 @@ def train_sentencepiece(
 ) -> None:
     """Train a SentencePiece model on `sentences` (`count` of them, streamed) and write it to
     `model_file`, with attnmt's fixed special ids. Beyond `max_sentences` sentences it learns
-    from a random sample of that many.
+    from a random sample of that many, drawn with a fixed seed so that reruns agree.
 
     `size_key` is the config key that set `vocab_size`, named in the error when the data is too
     small for it.
@@ -35,12 +40,13 @@ def train_sentencepiece(
     # Trained from memory, so the model records no file path and the same sentences always
     # give the same bytes.
     model = io.BytesIO()
+    if count > max_sentences:
+        # Drawn here rather than by SentencePiece's own sampler, whose seed does not hold.
+        chosen = set(random.Random(SAMPLE_SEED).sample(range(count), max_sentences))
+        sentences = (sentence for i, sentence in enumerate(sentences) if i in chosen)
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
-            # Only when needed: the setting is written into the model, and a model that need
-            # not change keeps its bytes (checkpoints record its sha256).
-            **({"input_sentence_size": max_sentences} if count > max_sentences else {}),
             model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
