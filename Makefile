@@ -8,10 +8,14 @@ BIN := $(VENV)/bin
 CORPUS ?= ../shared/data/tatoeba-cmn-eng/cmn.txt
 DATA_ARGS := data.raw_path=$(CORPUS)
 ARGS ?=
+# make best: its recipe (configs/experiment/; best_en_zh for en->zh) and where its two runs go
+# (a run already there resumes from its last.pt).
+EXPERIMENT ?= best
+BEST ?= outputs/$(EXPERIMENT)
 # The checkpoint make evaluate scores: the best of the newest run under outputs/.
 CKPT ?= $(lastword $(sort $(wildcard outputs/*/*/best.pt)))
 
-.PHONY: install data train evaluate serve compare test lint format bench scale clean
+.PHONY: install data train best evaluate serve compare test lint format bench scale clean
 
 install: $(VENV)/.installed
 
@@ -31,6 +35,15 @@ data: install
 
 train: install
 	$(BIN)/attnmt-train $(DATA_ARGS) $(ARGS)
+
+# The strongest recipe measured (README, Results): two runs of +experiment=best that differ only
+# in their seed, each averaged over its 5 best checkpoints, then decoded together as an ensemble.
+best: install
+	$(BIN)/attnmt-train $(DATA_ARGS) +experiment=$(EXPERIMENT) trainer.seed=1234 hydra.run.dir=$(BEST)/seed1234 $(ARGS)
+	$(BIN)/attnmt-train $(DATA_ARGS) +experiment=$(EXPERIMENT) trainer.seed=2 hydra.run.dir=$(BEST)/seed2 $(ARGS)
+	$(BIN)/attnmt-average run=$(BEST)/seed1234 output=$(BEST)/seed1234/avg.pt
+	$(BIN)/attnmt-average run=$(BEST)/seed2 output=$(BEST)/seed2/avg.pt
+	$(BIN)/attnmt-evaluate ckpt=[$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt] sets=[dev,test]
 
 evaluate: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }

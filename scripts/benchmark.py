@@ -14,7 +14,10 @@ is split by attnmt. Keys as in the kit's report: training speed is the median ta
 test-set sentences per second for `attnmt-translate` from start to end, model loading included,
 with outputs capped at 80 pieces like the kit's; the large input (--large, default the first
 10,000 sentences of the train split's source side) is decoded with beam 5 the same way. Peak
-RSS is the training process's. The report names the CPU and its widest vector ISA.
+RSS is the training process's. The report names the CPU and its widest vector ISA, and puts
+training against this CPU's measured fp32 GEMM peak (a 2048 x 2048 matmul on the same threads):
+the model's matrix FLOPs per target token (forward and backward, counted by
+torch.utils.flop_counter on the first training batches) times its tokens/s.
 
 Decoding is timed --rounds times (default 3) and the median reported. When the kit's JoeyNMT
 model and environment are there (after `../shared/bench/joeynmt/run.sh`), each round also
@@ -36,8 +39,10 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
@@ -45,6 +50,10 @@ from sacrebleu.metrics import BLEU
 
 from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig
+from attnmt.vocab import PAD_ID
+
+if TYPE_CHECKING:
+    from attnmt.train.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
@@ -85,6 +94,52 @@ def cpu_description() -> dict[str, str]:
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "train_precision": "fp32" if precision is None else str(precision).split(".")[-1],
     }
+
+
+def gemm_peak_gflops(threads: int, size: int = 2048, repeats: int = 10) -> float:
+    """The best GFLOP/s of a size x size fp32 matmul on `threads` threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(repeats + 2):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+def matrix_flops(trainer: Trainer, batches: list) -> tuple[int, int]:
+    """The matrix FLOPs of a forward and backward pass over `batches`, in the trainer's
+    precision, and their target tokens."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    amp, tokens = trainer.autocast_dtype, 0
+    with FlopCounterMode(display=False) as counter:
+        for batch in batches:
+            with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+                loss = trainer.objective.of_batch(batch)
+            loss.backward()
+            tokens += int((batch.target != PAD_ID).sum())
+    trainer.model.zero_grad(set_to_none=True)
+    return counter.get_total_flops(), tokens
+
+
+def run_trainer(run_dir: Path) -> Trainer:
+    """A trainer of the run's saved config, writing into a scratch folder."""
+    from attnmt.train.build import build_trainer
+
+    config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    return build_trainer(config, Path(tempfile.mkdtemp(prefix="attnmt-flops-")))
+
+
+def first_batches(trainer: Trainer, count: int) -> list:
+    """The first `count` batches of the trainer's first epoch."""
+    data, cfg = trainer.train_data, trainer.cfg
+    order = data.token_batches(cfg.batch_tokens, cfg.seed, 0)
+    return [data.batch(indices) for indices in order[:count]]
 
 
 def data_overrides(kit_data: Path, work: Path) -> tuple[list[str], Path, Path]:
@@ -253,7 +308,16 @@ def main() -> None:
     speeds, seconds = decode_speeds(
         run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds
     )
-    result.update(speeds)
+    flops, tokens = matrix_flops(trainer := run_trainer(run_dir), first_batches(trainer, 10))
+    peak = gemm_peak_gflops(THREADS)
+    achieved = tokens_per_s * flops / tokens / 1e9
+    result.update(
+        speeds,
+        train_mflop_per_tgt_token=round(flops / tokens / 1e6, 2),
+        train_gflop_s=round(achieved, 1),
+        gemm_peak_fp32_gflop_s=round(peak, 1),
+        train_share_of_gemm_peak=round(achieved / peak, 3),
+    )
     if args.large:
         large = large_input(test_source.parent / "train.zh", args.work, args.large)
         suffix = f"_{args.large // 1000}k" if args.large % 1000 == 0 else f"_{args.large}"

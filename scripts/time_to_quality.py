@@ -5,7 +5,9 @@
 
 Each run directory's train.log gives the time of every validation ("step N: dev loss ...
 BLEU x") counted from the log's first line, so runs of any attnmt version compare the same
-way (the clock includes start-up and validation). Prints, per run, the best dev BLEU by each
+way (the clock includes start-up and validation). A JoeyNMT run directory (the kit's
+`quality.sh` writes WORKDIR/quality-MINUTES/train.log) is read the same way, from its
+"Evaluation result (greedy): bleu: x" lines. Prints, per run, the best dev BLEU by each
 of --minutes and at its end, and the first minute each run reached every other run's best.
 """
 
@@ -21,8 +23,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
-VALIDATION = re.compile(r"step (\d+): dev loss \S+ ppl \S+ BLEU (\S+)")
+# attnmt's log lines begin "[2026-12-04 17:05:18,123]", JoeyNMT's "2026-12-04 17:05:18,123 - ".
+LINE = re.compile(r"^\[?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})[\] ]")
+VALIDATION = re.compile(
+    r"step \d+: dev loss \S+ ppl \S+ BLEU (?P<attnmt>\S+)"
+    r"|Evaluation result \(greedy\): bleu:\s+(?P<joeynmt>[\d.]+)"
+)
 
 
 def curve(run_dir: Path) -> list[tuple[float, float]]:
@@ -36,7 +42,8 @@ def curve(run_dir: Path) -> list[tuple[float, float]]:
         start = start or when
         found = VALIDATION.search(line)
         if found:
-            points.append(((when - start).total_seconds() / 60, float(found.group(2))))
+            bleu = found.group("attnmt") or found.group("joeynmt")
+            points.append(((when - start).total_seconds() / 60, float(bleu)))
     return points
 
 
