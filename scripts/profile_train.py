@@ -36,7 +36,6 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from attnmt.train.build import build_trainer
-from attnmt.vocab import PAD_ID
 
 # The modules timed, none inside another. Backward hooks time only modules whose input carries a
 # gradient and whose output is a tensor: the others' backward lands in "backward, the rest".
@@ -110,10 +109,9 @@ def main() -> None:
     clock = ModuleClock(model, MODULES)
     model.train()
     totals: dict[str, float] = defaultdict(float)
-    tokens = 0
+    amp = trainer.autocast_dtype
     for i, batch in enumerate(batches):
         clock.on = i >= args.warmup
-        amp = trainer.autocast_dtype
         start = time.perf_counter()
         with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
             loss = trainer.objective.of_batch(batch)
@@ -126,9 +124,8 @@ def main() -> None:
             totals["forward (all)"] += forward - start
             totals["backward (all)"] += backward - forward
             totals["optimizer"] += time.perf_counter() - backward
-            tokens += int((batch.target != PAD_ID).sum())
     timed, clock.on = batches[args.warmup :], False
-    flops, _ = matrix_flops(trainer, timed)
+    flops, tokens = matrix_flops(trainer, timed)
     step_seconds = sum(totals.values())
     peak = gemm_peak_gflops(THREADS)
     achieved = flops / step_seconds / 1e9
