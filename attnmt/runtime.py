@@ -40,9 +40,48 @@ def amp_dtype(amp: bool, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if device.type == "cpu" and cpu_has_bf16() else None
 
 
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def cpu_info() -> dict[str, str]:
+    """The first CPU's fields in /proc/cpuinfo ("model name", "flags", ...); {} without it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            text = info.read()
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, colon, value = line.partition(":")
+        if colon:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 def set_threads(threads: int | None) -> None:
-    """Use `threads` CPU threads (None: all cores)."""
-    torch.set_num_threads(threads or os.cpu_count() or 1)
+    """Use `threads` CPU threads (None: all cores, shared out among the processes torchrun
+    started on this machine)."""
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    torch.set_num_threads(threads or max(1, cpu_count() // local_processes))
+
+
+# Compiled oneDNN primitives kept (its default is 1,024); see `limit_onednn_cache`.
+ONEDNN_CACHE_ENTRIES = 256
+
+
+def limit_onednn_cache(entries: int = ONEDNN_CACHE_ENTRIES) -> None:
+    """Keep at most `entries` compiled oneDNN primitives, the kernels of bf16 matrix products
+    on a CPU, one per shape. A training epoch's batches give its products over a thousand
+    shapes (the packed encoder's step batches, the real target tokens), and a full cache of
+    1,024 held 0.4-0.8 GB more memory and trained slower than a smaller one (docs/benchmarks.md).
+    oneDNN reads the limit when it first builds a primitive, so this must come before; a limit
+    already set in the environment (ONEDNN_PRIMITIVE_CACHE_CAPACITY) is kept."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
 
 
 # glibc's mallopt parameters (malloc.h), and the size up to which freed blocks are kept.

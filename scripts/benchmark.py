@@ -76,15 +76,9 @@ def cpu_description() -> dict[str, str]:
     uses of it (ATEN_CPU_CAPABILITY can cap that) and the precision attnmt trains in."""
     import torch
 
-    from attnmt.runtime import amp_dtype
+    from attnmt.runtime import amp_dtype, cpu_info
 
-    cpuinfo = Path("/proc/cpuinfo")
-    info = cpuinfo.read_text(encoding="utf-8") if cpuinfo.is_file() else ""
-    fields: dict[str, str] = {}
-    for line in info.splitlines():
-        key, colon, value = line.partition(":")
-        if colon:
-            fields.setdefault(key.strip(), value.strip())
+    fields = cpu_info()
     flags = set(fields.get("flags", "").split())
     isa = next((name for name, flag in ISA_FLAGS if flag in flags), "other")
     precision = amp_dtype(True, torch.device("cpu"))

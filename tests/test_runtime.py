@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from attnmt.runtime import amp_dtype, cpu_has_bf16, keep_freed_memory
+from attnmt.runtime import amp_dtype, cpu_has_bf16, keep_freed_memory, limit_onednn_cache
 
 MB = 1 << 18  # float32 elements per MB
 
@@ -46,3 +46,38 @@ def test_an_avx2_cap_turns_cpu_bf16_off():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+_CACHE_PROBE = """
+import os, sys
+import torch
+from attnmt.runtime import limit_onednn_cache
+if sys.argv[1] == "limit":
+    limit_onednn_cache(1)
+matrix = torch.ones(80, 64, dtype=torch.bfloat16)  # bf16 products run on oneDNN where native
+for rows in (64, 80, 64):  # the first shape again after another: kept only by a cache of 2+
+    torch.mm(matrix[:rows], matrix.t())
+"""
+
+
+@pytest.mark.parametrize("limit", [False, True])
+def test_the_onednn_cache_limit_reaches_onednn(limit: bool) -> None:
+    env = {**os.environ, "ONEDNN_VERBOSE": "all"}
+    env.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY", None)
+    argv = [sys.executable, "-c", _CACHE_PROBE, "limit" if limit else "default"]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    creations = [
+        line.split(",")[3]
+        for line in result.stdout.splitlines()
+        if ",matmul," in line and ",create:" in line
+    ]
+    if not creations:
+        pytest.skip("bf16 products do not run on oneDNN on this CPU")
+    assert creations[-1] == ("create:cache_miss" if limit else "create:cache_hit")
+
+
+def test_a_cache_limit_set_by_the_user_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
+    limit_onednn_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"

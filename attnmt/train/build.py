@@ -22,7 +22,7 @@ from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model, parameter_summary
-from attnmt.runtime import amp_dtype, keep_freed_memory, set_threads
+from attnmt.runtime import amp_dtype, keep_freed_memory, limit_onednn_cache, set_threads
 from attnmt.train import distributed
 from attnmt.train.loss import TokenLoss
 from attnmt.train.schedule import Schedule, build_optimizer
@@ -88,6 +88,7 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     ranks, device = distributed.start(cfg.device)
     set_threads(cfg.threads)
     keep_freed_memory()
+    limit_onednn_cache()
     torch.use_deterministic_algorithms(cfg.deterministic)
     seed_everything(cfg.seed)
     folder, manifest = open_dataset(data_cfg, ranks)
