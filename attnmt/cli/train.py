@@ -2,12 +2,14 @@
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from attnmt.cli import processes
 from attnmt.cli.common import CONFIG_PATH, plain, user_errors
 from attnmt.train.build import build_trainer
 from attnmt.train.lock import RunLock
@@ -15,8 +17,16 @@ from attnmt.train.lock import RunLock
 
 @hydra.main(config_path=CONFIG_PATH, config_name="train", version_base="1.3")
 @user_errors
-def main(cfg: DictConfig) -> float:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+def main(cfg: DictConfig) -> float | None:
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    overrides = [str(o) for o in hydra_cfg.overrides.task]
+    ranks = processes.count(plain(cfg), overrides)
+    if ranks > 1:  # this process only starts them: rank 0 holds the run's lock and prints
+        status = processes.run_ranks(ranks, overrides, run_dir)
+        if status:
+            sys.exit(status)
+        return None
     # One live run per directory; under torchrun, rank 0 holds it for all ranks.
     lock = RunLock(run_dir) if int(os.environ.get("RANK", "0")) == 0 else None
     try:

@@ -43,6 +43,7 @@ TRAINER_RANGES = {
     "sampling_alpha": (1e-6, 10.0),
     "sampling_nbest_size": (-1, 1000),
 }
+MAX_PROCESSES = 1024
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,10 @@ class TrainerConfig:
     max_bad_steps: int
     keep_best: int
     resume: str | None
+    processes: str = "1"  # a number, or auto (attnmt.cli.processes); a number arrives as text
 
     def __post_init__(self) -> None:
+        self.process_count()  # refuses what is neither
         for key, (low, high) in TRAINER_RANGES.items():
             in_range(f"trainer.{key}", getattr(self, key), low, high)
         for beta in self.betas:
@@ -107,6 +110,17 @@ class TrainerConfig:
                 "segmentations, 2 or more among the best n (1 would not sample)"
             )
         pick_device(self.device, "trainer.device")
+
+    def process_count(self) -> int | None:
+        """trainer.processes as a number; None for auto."""
+        if self.processes == "auto":
+            return None
+        if not self.processes.isdigit() or not 1 <= int(self.processes) <= MAX_PROCESSES:
+            raise ConfigError(
+                f"trainer.processes={self.processes!r}: use auto or a number from 1 to "
+                f"{MAX_PROCESSES}"
+            )
+        return int(self.processes)
 
     def expected_steps(self, batches_per_epoch: Callable[[], int], world: int = 1) -> int | None:
         """The steps the run takes unless time or patience stops it first: max_steps, or
@@ -161,6 +175,7 @@ RESUMABLE_CHANGES = (
     "log_every",
     "device",
     "threads",
+    "processes",
     "resume",
 )
 
