@@ -37,6 +37,12 @@ def test_a_bad_value_is_refused_naming_the_key(cache_home, value):
         processes.count(_config(f"trainer.processes={value}"), [])
 
 
+def test_ranks_share_a_step_s_tokens():
+    assert processes.shared_batches(1, 2048) == []
+    assert processes.shared_batches(2, 2048) == ["trainer.batch_tokens=1024"]
+    assert processes.shared_batches(3, 2) == ["trainer.batch_tokens=1"]
+
+
 def test_inside_torchrun_each_rank_is_one_process(cache_home, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert processes.count(_config("trainer.processes=auto"), []) == 1
@@ -45,7 +51,7 @@ def test_inside_torchrun_each_rank_is_one_process(cache_home, monkeypatch):
 def test_auto_measures_once_and_remembers_the_faster(cache_home, monkeypatch):
     probed = []
 
-    def probe(count, overrides):
+    def probe(count, overrides, batch_tokens):
         probed.append(count)
         return {1: 900, 2: 1000}[count]
 
@@ -58,6 +64,11 @@ def test_auto_measures_once_and_remembers_the_faster(cache_home, monkeypatch):
     assert probed == [1, 2, 1, 2]
     saved = json.loads(processes.cache_path().read_text())
     assert len(saved) == 2 and all(e["processes"] == 2 for e in saved.values())
+
+
+def test_auto_keeps_one_process_unless_two_are_clearly_faster(cache_home, monkeypatch):
+    monkeypatch.setattr(processes, "_probe", lambda count, *_: {1: 1000, 2: 1040}[count])
+    assert processes.count(_config("trainer.processes=auto"), []) == 1
 
 
 def test_auto_on_one_core_does_not_measure(cache_home, monkeypatch):
@@ -96,7 +107,7 @@ def test_auto_measures_both_then_trains(tiny_corpus, tmp_path):
     first = _train(
         tiny_corpus, tmp_path, tmp_path / "a", "trainer.processes=auto", "trainer.max_steps=2"
     )
-    assert "timing 40 steps on 2 process(es)" in first.stdout
+    assert "timing 60 steps on 2 process(es)" in first.stdout
     (entry,) = json.loads((tmp_path / "cache" / "attnmt" / "processes.json").read_text()).values()
     assert set(entry["tokens_per_s"]) == {"1", "2"} and min(entry["tokens_per_s"].values()) > 0
     second = _train(

@@ -4,8 +4,9 @@ On a CPU, N processes of cores/N threads each can beat one process of all cores 
 scale better across processes than across threads), or lose to it (each step all-reduces the
 gradients): it depends on the CPU and the model. `trainer.processes=auto` measures both on
 this machine, one short training run each (`PROBE_STEPS` steps of the run's own model and
-batches), keeps the faster and remembers it in `cache_path()` for the next run of the same
-kind (CPU, core count, torch, model and batch keys). `make train` passes auto.
+batches), keeps two only where they are at least 5% faster (`MARGIN`), and remembers the
+choice in `cache_path()` for the next run of the same kind (CPU, core count, torch, model and
+batch keys). `make train` passes auto. Ranks share a step's tokens, so the recipe is the same.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from attnmt.train.state import TrainerConfig
 
 log = logging.getLogger("attnmt")
 
-PROBE_STEPS = 40
+PROBE_STEPS = 60
+# Several processes are kept only when this much faster: two probes of one setting differ by
+# up to ~10% on a shared machine, and each extra process holds its own copy of everything.
+MARGIN = 1.05
 # Overrides of each probe run: a fixed number of steps, no validation, nothing resumed.
 PROBE_OVERRIDES = (
     f"trainer.max_steps={PROBE_STEPS}",
@@ -71,8 +75,9 @@ def count(config: dict[str, Any], task_overrides: list[str]) -> int:
     key = _speed_key(config, cores)
     cache = _read_cache()
     if key not in cache:
-        speeds = {n: _probe(n, task_overrides) for n in (1, 2)}
-        cache[key] = {"processes": max(speeds, key=speeds.get), "tokens_per_s": speeds}
+        speeds = {n: _probe(n, task_overrides, cfg.batch_tokens) for n in (1, 2)}
+        chosen = 2 if speeds[2] > MARGIN * speeds[1] else 1
+        cache[key] = {"processes": chosen, "tokens_per_s": speeds}
         _write_cache(cache)
     chosen = cache[key]
     log.info(
@@ -85,10 +90,26 @@ def count(config: dict[str, Any], task_overrides: list[str]) -> int:
     return int(chosen["processes"])
 
 
-def run_ranks(processes: int, task_overrides: list[str], run_dir: Path) -> int:
-    """Train with `processes` ranks of torchrun into `run_dir`; their exit status. SIGINT and
-    SIGTERM reach them through torchrun (each rank then stops as it would alone)."""
-    command = _launcher(processes) + [*task_overrides, f"hydra.run.dir={run_dir}"]
+def shared_batches(processes: int, batch_tokens: int) -> list[str]:
+    """The override that gives each of `processes` ranks its share of trainer.batch_tokens, so
+    that a step takes as many tokens as one process would: the recipe is unchanged."""
+    return [f"trainer.batch_tokens={max(1, batch_tokens // processes)}"] if processes > 1 else []
+
+
+def run_ranks(processes: int, task_overrides: list[str], run_dir: Path, batch_tokens: int) -> int:
+    """Train with `processes` ranks of torchrun into `run_dir`, each with its share of
+    `batch_tokens`; their exit status. SIGINT and SIGTERM reach them through torchrun (each
+    rank then stops as it would alone)."""
+    command = _launcher(processes) + [
+        *task_overrides,
+        *shared_batches(processes, batch_tokens),
+        f"hydra.run.dir={run_dir}",
+    ]
+    log.info(
+        "training on %d processes (torchrun), %s",
+        processes,
+        shared_batches(processes, batch_tokens)[0],
+    )
     ranks = subprocess.Popen(command)
 
     def forward(number: int, _frame: object) -> None:
@@ -113,10 +134,12 @@ def _launcher(processes: int) -> list[str]:
     ]
 
 
-def _probe(processes: int, task_overrides: list[str]) -> int:
-    """Median target tokens/s of a PROBE_STEPS-step run on `processes` processes."""
+def _probe(processes: int, task_overrides: list[str], batch_tokens: int) -> int:
+    """Median target tokens/s of a PROBE_STEPS-step run on `processes` processes, each with its
+    share of `batch_tokens`."""
     log.info("trainer.processes=auto: timing %d steps on %d process(es)", PROBE_STEPS, processes)
-    replaced = {o.split("=")[0] for o in PROBE_OVERRIDES} | {"trainer.processes"}
+    shares = shared_batches(processes, batch_tokens)
+    replaced = {o.split("=")[0] for o in (*PROBE_OVERRIDES, *shares)} | {"trainer.processes"}
     kept = [
         o
         for o in task_overrides
@@ -127,6 +150,7 @@ def _probe(processes: int, task_overrides: list[str]) -> int:
         command = _launcher(processes) + [
             *kept,
             *PROBE_OVERRIDES,
+            *shares,
             "trainer.processes=1",
             f"hydra.run.dir={run_dir}",
         ]

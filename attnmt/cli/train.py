@@ -23,12 +23,15 @@ def main(cfg: DictConfig) -> float | None:
     overrides = [str(o) for o in hydra_cfg.overrides.task]
     ranks = processes.count(plain(cfg), overrides)
     if ranks > 1:  # this process only starts them: rank 0 holds the run's lock and prints
-        status = processes.run_ranks(ranks, overrides, run_dir)
+        status = processes.run_ranks(ranks, overrides, run_dir, cfg.trainer.batch_tokens)
         if status:
             sys.exit(status)
         return None
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    if not main_rank:  # rank 0 speaks for all; the others only warn
+        logging.getLogger("attnmt").setLevel(logging.WARNING)
     # One live run per directory; under torchrun, rank 0 holds it for all ranks.
-    lock = RunLock(run_dir) if int(os.environ.get("RANK", "0")) == 0 else None
+    lock = RunLock(run_dir) if main_rank else None
     try:
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         logging.getLogger("attnmt").info("run directory: %s", run_dir)
@@ -36,7 +39,8 @@ def main(cfg: DictConfig) -> float | None:
     finally:
         if lock:
             lock.release()
-    print(summary.describe())
+    if main_rank:
+        print(summary.describe())
     return summary.best_bleu
 
 
