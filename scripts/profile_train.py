@@ -6,8 +6,9 @@ FLOPs per target token, and the share of this CPU's measured fp32 GEMM peak that
 Trains the benchmark's reference model (scripts/benchmark.py: `REFERENCE`, the kit's split when
 it is there) with attnmt's own trainer builder, on 2 threads, in the trainer's precision. After
 --warmup steps it times --steps steps of the first epoch's batches: each module's forward and
-backward (hooks; a module called once per target step sums its calls; what no module covers,
-such as the loss and the element-wise glue, is "the rest"), and the optimizer. Then it counts
+backward (hooks; a module called once per target step sums its calls; the output layer with
+the loss as one part; what nothing covers, such as the element-wise glue, is "the rest"), and
+the optimizer. Then it counts
 the matrix FLOPs of those batches and puts them against this CPU's fp32 GEMM peak, as
 scripts/benchmark.py does. Prints a table and one JSON line; `ATEN_CPU_CAPABILITY=avx2
 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2` hold it to AVX2 (README, Speed).
@@ -35,6 +36,7 @@ from benchmark import (
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
+from attnmt.train import loss as loss_module
 from attnmt.train.build import build_trainer
 
 # The modules timed, none inside another. Backward hooks time only modules whose input carries a
@@ -48,8 +50,10 @@ MODULES = [
     "decoder.attention",
     "decoder.rnn",
     "decoder.W_o",
-    "decoder.output",
 ]
+# The output layer runs inside the loss (attnmt.train.loss.linear_cross_entropy, which forms its
+# gradients in the forward pass): timed as one function, its backward is a scaling.
+OUTPUT_AND_LOSS = "output layer + loss forward"
 UNTIMED_BACKWARD = (
     "encoder.embedding",
     "encoder.rnn",  # its output is a PackedSequence: hooks see no tensor
@@ -73,6 +77,19 @@ class ModuleClock:
                 module.register_full_backward_pre_hook(self._begin(f"{name} backward"))
                 module.register_full_backward_hook(self._end(f"{name} backward"))
         self.on = False
+
+    def time_function(self, owner: object, name: str, key: str) -> None:
+        """Time every call of `owner.name` (a module-level function) under `key`."""
+        original, begin, end = getattr(owner, name), self._begin(key), self._end(key)
+
+        def timed(*args, **kwargs):
+            begin()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                end()
+
+        setattr(owner, name, timed)
 
     def _begin(self, key: str):
         def hook(*_):
@@ -107,6 +124,7 @@ def main() -> None:
     model = trainer.model
     batches = first_batches(trainer, args.warmup + args.steps)
     clock = ModuleClock(model, MODULES)
+    clock.time_function(loss_module, "linear_cross_entropy", OUTPUT_AND_LOSS)
     model.train()
     totals: dict[str, float] = defaultdict(float)
     amp = trainer.autocast_dtype
@@ -131,7 +149,7 @@ def main() -> None:
     achieved = flops / step_seconds / 1e9
     parts = dict(sorted(clock.seconds.items()))
     for phase in ("forward", "backward"):
-        timed_parts = sum(v for k, v in parts.items() if k.endswith(phase))
+        timed_parts = sum(v for k, v in parts.items() if k.split()[-1] == phase)
         parts[f"{phase}, the rest"] = totals[f"{phase} (all)"] - timed_parts
     rows = {**totals, **parts}
     print(f"{len(timed)} steps, {tokens:,} target tokens, {step_seconds:.2f} s")
