@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from attnmt import runtime
 from attnmt.runtime import amp_dtype, cpu_has_bf16, keep_freed_memory, limit_onednn_cache
 
 MB = 1 << 18  # float32 elements per MB
@@ -81,3 +82,19 @@ def test_a_cache_limit_set_by_the_user_is_kept(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
     limit_onednn_cache()
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"
+
+
+def test_unset_threads_are_shared_among_a_machines_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = torch.get_num_threads()
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 4)
+    try:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        runtime.set_threads(None)
+        assert torch.get_num_threads() == 2
+        runtime.set_threads(3)  # a number given is taken as it is
+        assert torch.get_num_threads() == 3
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+        runtime.set_threads(None)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
