@@ -27,7 +27,7 @@ import torch
 
 from attnmt.config import to_dataclass
 from attnmt.errors import ConfigError
-from attnmt.runtime import cpu_count, cpu_info
+from attnmt.runtime import cpu_count, cpu_info, pick_device
 from attnmt.train.state import TrainerConfig
 
 log = logging.getLogger("attnmt")
@@ -69,8 +69,7 @@ def count(config: dict[str, Any], task_overrides: list[str]) -> int:
     if wanted is not None:
         return wanted
     cores = cpu_count()
-    cuda = cfg.device != "cpu" and torch.cuda.is_available()
-    if cuda or cores < 2:
+    if pick_device(cfg.device, "trainer.device").type == "cuda" or cores < 2:
         return 1
     key = _speed_key(config, cores)
     cache = _read_cache()
@@ -100,16 +99,9 @@ def run_ranks(processes: int, task_overrides: list[str], run_dir: Path, batch_to
     """Train with `processes` ranks of torchrun into `run_dir`, each with its share of
     `batch_tokens`; their exit status. SIGINT and SIGTERM reach them through torchrun (each
     rank then stops as it would alone)."""
-    command = _launcher(processes) + [
-        *task_overrides,
-        *shared_batches(processes, batch_tokens),
-        f"hydra.run.dir={run_dir}",
-    ]
-    log.info(
-        "training on %d processes (torchrun), %s",
-        processes,
-        shared_batches(processes, batch_tokens)[0],
-    )
+    shares = shared_batches(processes, batch_tokens)
+    command = launcher(processes) + [*task_overrides, *shares, f"hydra.run.dir={run_dir}"]
+    log.info("training on %d processes (torchrun), %s", processes, shares[0])
     ranks = subprocess.Popen(command)
 
     def forward(number: int, _frame: object) -> None:
@@ -120,7 +112,8 @@ def run_ranks(processes: int, task_overrides: list[str], run_dir: Path, batch_to
     return ranks.wait()
 
 
-def _launcher(processes: int) -> list[str]:
+def launcher(processes: int) -> list[str]:
+    """The command that starts attnmt-train on `processes` ranks (torchrun for 2 or more)."""
     if processes == 1:
         return [sys.executable, "-m", "attnmt.train"]
     return [
@@ -147,7 +140,7 @@ def _probe(processes: int, task_overrides: list[str], batch_tokens: int) -> int:
     ]
     with tempfile.TemporaryDirectory(prefix="attnmt-probe-") as folder:
         run_dir = Path(folder) / "run"
-        command = _launcher(processes) + [
+        command = launcher(processes) + [
             *kept,
             *PROBE_OVERRIDES,
             *shares,

@@ -21,7 +21,8 @@ def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = [str(o) for o in hydra_cfg.overrides.task]
-    ranks = processes.count(plain(cfg), overrides)
+    config = plain(cfg)
+    ranks = processes.count(config, overrides)
     if ranks > 1:  # this process only starts them: rank 0 holds the run's lock and prints
         status = processes.run_ranks(ranks, overrides, run_dir, cfg.trainer.batch_tokens)
         if status:
@@ -35,7 +36,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         logging.getLogger("attnmt").info("run directory: %s", run_dir)
-        summary = build_trainer(plain(cfg), run_dir).fit()
+        summary = build_trainer(config, run_dir).fit()
     finally:
         if lock:
             lock.release()

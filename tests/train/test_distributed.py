@@ -1,31 +1,20 @@
 """Two CPU processes (gloo) train exactly like one process over the same global batch."""
 
 import subprocess
-import sys
 
 import pytest
 import torch
 
 from attnmt import checkpoint as ckpt
+from attnmt.cli.processes import launcher
 from tests.conftest import tiny_train_overrides
 
 NO_DROPOUT = ["encoder.dropout=0.0", "decoder.dropout=0.0"]
 
 
 def _train(corpus, tmp_path, run_dir, processes, *overrides):
-    launcher = [sys.executable, "-m", "attnmt.train"]
-    if processes > 1:
-        launcher = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={processes}",
-            "-m",
-            "attnmt.train",
-        ]
     command = [
-        *launcher,
+        *launcher(processes),
         *tiny_train_overrides(corpus, tmp_path / "data"),
         *NO_DROPOUT,
         f"hydra.run.dir={run_dir}",
