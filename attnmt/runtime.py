@@ -70,18 +70,28 @@ def set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads or max(1, cpu_count() // local_processes))
 
 
-# Compiled oneDNN primitives kept (its default is 1,024); see `limit_onednn_cache`.
-ONEDNN_CACHE_ENTRIES = 256
+# Entries kept by oneDNN's primitive cache (its default 1,024) and by ideep's, the layer between
+# torch and oneDNN (LRU_CACHE_CAPACITY, default 1,024); see `limit_onednn_cache`.
+ONEDNN_CACHE_ENTRIES = 64
+IDEEP_CACHE_ENTRIES = 16
 
 
-def limit_onednn_cache(entries: int = ONEDNN_CACHE_ENTRIES) -> None:
-    """Keep at most `entries` compiled oneDNN primitives, the kernels of bf16 matrix products
-    on a CPU, one per shape. A training epoch's batches give its products over a thousand
-    shapes (the packed encoder's step batches, the real target tokens), and a full cache of
-    1,024 held 0.4-0.8 GB more memory and trained slower than a smaller one (docs/benchmarks.md).
-    oneDNN reads the limit when it first builds a primitive, so this must come before; a limit
-    already set in the environment (ONEDNN_PRIMITIVE_CACHE_CAPACITY) is kept."""
+def limit_onednn_cache(
+    entries: int = ONEDNN_CACHE_ENTRIES, ideep: int = IDEEP_CACHE_ENTRIES
+) -> None:
+    """Bound the memory the kernels of bf16 matrix products keep on a CPU, one set per shape.
+
+    Those products run on oneDNN, through ideep: oneDNN caches each shape's compiled primitive
+    (up to `entries`), and ideep keeps its own cache of each shape's primitive with its working
+    buffers (up to `ideep`; about 0.4 MB an entry for this model's products). A training
+    epoch's batches give over a thousand shapes (the packed encoder's step batches, the
+    sentences and target tokens of each batch), so with both at their default of 1,024 bf16
+    training held 0.4-0.6 GB more memory, and ran no faster (docs/benchmarks.md). Both read
+    their limit when first used, so this must come before the first bf16 product; a limit
+    already set in the environment (ONEDNN_PRIMITIVE_CACHE_CAPACITY, LRU_CACHE_CAPACITY) is
+    kept. ideep needs at least 1."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
+    os.environ.setdefault("LRU_CACHE_CAPACITY", str(max(1, ideep)))
 
 
 # glibc's mallopt parameters (malloc.h), and the size up to which freed blocks are kept.

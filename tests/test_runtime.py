@@ -4,6 +4,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -78,10 +79,50 @@ def test_the_onednn_cache_limit_reaches_onednn(limit: bool) -> None:
     assert creations[-1] == ("create:cache_miss" if limit else "create:cache_hit")
 
 
+_IDEEP_PROBE = """
+import sys
+from pathlib import Path
+import torch
+from attnmt.runtime import limit_onednn_cache
+if sys.argv[1] == "limit":
+    limit_onednn_cache()
+def rss_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+inputs = torch.ones(420, 256, dtype=torch.bfloat16)
+weight = torch.ones(768, 256, dtype=torch.bfloat16)
+for rows in range(100, 120):  # the allocator and the first kernels settle
+    torch.mm(inputs[:rows], weight.t())
+before = rss_mb()
+for rows in range(120, 420):  # 300 new shapes
+    torch.mm(inputs[:rows], weight.t())
+print(rss_mb() - before)
+"""
+
+
+def test_the_ideep_cache_limit_bounds_memory_per_shape() -> None:
+    """ideep keeps working buffers per product shape: without the limit 300 shapes hold over a
+    hundred MB, with it a few (oneDNN's own cache is held small in both runs)."""
+    if not runtime.cpu_has_bf16() or not Path("/proc/self/status").exists():
+        pytest.skip("bf16 products do not run on oneDNN on this CPU, or no /proc")
+    env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "16"}
+    env.pop("LRU_CACHE_CAPACITY", None)
+    growth = {}
+    for mode in ("default", "limit"):
+        argv = [sys.executable, "-c", _IDEEP_PROBE, mode]
+        result = subprocess.run(argv, env=env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        growth[mode] = int(result.stdout.strip())
+    if growth["default"] < 40:
+        pytest.skip(f"this torch's ideep keeps little per shape ({growth['default']} MB)")
+    assert growth["limit"] < growth["default"] / 4, growth
+
+
 def test_a_cache_limit_set_by_the_user_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "9")
     limit_onednn_cache()
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"
+    assert os.environ["LRU_CACHE_CAPACITY"] == "9"
 
 
 def test_unset_threads_are_shared_among_a_machines_ranks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -157,11 +157,22 @@ class AttentionDecoder(nn.Module):
         """context (B, H) and weights (B, S) for query (B, H)."""
         return self.attention(query, state.keys, state.mask, state.prepared_keys)
 
+    def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
+        """The recurrent part of one target step: embedded y_{t-1} (B, E) -> what the output
+        features are made of (B, P), the attention weights (B, S) and the next state."""
+        raise NotImplementedError
+
+    def features(self, parts: Tensor) -> Tensor:
+        """Output features (..., F) from `recur`'s parts (..., P), position by position: what
+        feeds no later step, so teacher forcing computes it for all T steps at once."""
+        return parts
+
     def features_step(
         self, embedded: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, DecoderState]:
         """One target step: embedded y_{t-1} (B, E) -> output features, weights (B, S), state."""
-        raise NotImplementedError
+        parts, weights, state = self.recur(embedded, state)
+        return self.features(parts), weights, state
 
     def step(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """previous words (B,) -> logits (B, V), attention weights (B, S), the next state."""
@@ -175,12 +186,13 @@ class AttentionDecoder(nn.Module):
         skip padding.
         """
         embedded = self.dropout(self.embedding(previous))  # (B, T, E)
-        features, weights = [], []
+        parts, weights = [], []
         for t in range(previous.size(1)):
-            feature, weight, state = self.features_step(embedded[:, t], state)
-            features.append(feature)
+            part, weight, state = self.recur(embedded[:, t], state)
+            parts.append(part)
             weights.append(weight)
-        return torch.stack(features, 1), torch.stack(weights, 1)
+        # One product over all B x T positions rather than T small ones.
+        return self.features(torch.stack(parts, 1)), torch.stack(weights, 1)
 
     def logits(self, features: Tensor) -> Tensor:
         """features (..., F) -> logits (..., V)."""
@@ -221,14 +233,14 @@ class BahdanauDecoder(AttentionDecoder):
         )
         self.W_o = nn.Linear(2 * hidden_size + embedding_dim, embedding_dim)
 
-    def features_step(
-        self, embedded: Tensor, state: DecoderState
-    ) -> tuple[Tensor, Tensor, DecoderState]:
+    def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         context, weights = self.attend(state.hidden[-1], state)  # query q_{t-1}: (B, H)
         rnn_input = torch.cat([embedded, context], -1) if self.feed_prev_output else context
         state = self.rnn_step(rnn_input, state)
-        features = torch.tanh(self.W_o(torch.cat([state.hidden[-1], context, embedded], -1)))
-        return features, weights, state
+        return torch.cat([state.hidden[-1], context, embedded], -1), weights, state
+
+    def features(self, parts: Tensor) -> Tensor:
+        return torch.tanh(self.W_o(parts))  # parts: [q_t; context_t; embedding(y_{t-1})]
 
 
 class LuongDecoder(AttentionDecoder):
@@ -265,9 +277,8 @@ class LuongDecoder(AttentionDecoder):
         )
         self.W_c = nn.Linear(2 * hidden_size, hidden_size, bias=False)
 
-    def features_step(
-        self, embedded: Tensor, state: DecoderState
-    ) -> tuple[Tensor, Tensor, DecoderState]:
+    def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
+        # The attentional vector feeds the next step (input feeding): made here, each step.
         rnn_input = torch.cat([embedded, state.feed], -1) if self.input_feeding else embedded
         state = self.rnn_step(rnn_input, state)
         query = state.hidden[-1]  # q_t: (B, H)

@@ -110,9 +110,9 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     precision = amp_dtype(cfg.amp, device)
     log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")
     if cfg.compile:
-        # The decoder's one-step function runs T times per batch: compiled once (any batch
-        # size, dynamic=True), its many small element-wise ops become a few fused kernels.
-        model.decoder.features_step = torch.compile(model.decoder.features_step, dynamic=True)
+        # The decoder's recurrent step runs T times per batch: compiled once (any batch size,
+        # dynamic=True), its many small element-wise ops become a few fused kernels.
+        model.decoder.recur = torch.compile(model.decoder.recur, dynamic=True)
     objective: torch.nn.Module = TokenLoss(model, cfg.label_smoothing)
     if ranks.world > 1:
         ids = [device.index] if device.type == "cuda" else None
