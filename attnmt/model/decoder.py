@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
 from attnmt.model.attention import Attention
+from attnmt.model.dropout import Dropout
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
 from attnmt.vocab import PAD_ID
 
@@ -129,7 +130,7 @@ class AttentionDecoder(nn.Module):
             dropout=dropout if num_layers > 1 else 0.0,
         )
         self.bridge = Bridge(init, encoder_dim, hidden_size, num_layers, rnn_type == "lstm")
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output = nn.Linear(output_input_size, vocab_size)
         if tie_embeddings:
             if output_input_size != embedding_dim:

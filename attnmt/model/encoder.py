@@ -12,6 +12,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
+from attnmt.model.dropout import Dropout
 from attnmt.vocab import PAD_ID
 
 RNN_TYPES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
@@ -62,7 +63,7 @@ class RNNEncoder(nn.Module):
         super().__init__()
         check_rnn_sizes("encoder", embedding_dim, hidden_size, num_layers, dropout)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = rnn_class(rnn_type, "encoder.rnn_type")(
             embedding_dim,
             hidden_size,
