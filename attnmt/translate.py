@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,14 @@ class SearchConfig:
         in_range("batch_tokens", self.batch_tokens, 1, None)
 
 
+def copy_hypothesis(hypothesis: Hypothesis) -> Hypothesis:
+    """A copy that shares nothing a caller could change with the original."""
+    weights = hypothesis.attention
+    return replace(
+        hypothesis, ids=list(hypothesis.ids), attention=None if weights is None else weights.clone()
+    )
+
+
 @torch.no_grad()
 def translate_ids(
     model: Seq2Seq | Ensemble,
@@ -64,10 +72,21 @@ def translate_ids(
     device: torch.device,
     keep_attention: bool = False,
 ) -> list[list[Hypothesis]]:
-    """The n-best hypotheses of each source (ids without EOS), in input order."""
+    """The n-best hypotheses of each source (ids without EOS), in input order.
+
+    A source that comes more than once is searched once: search is deterministic and a
+    sentence's result does not depend on the others in its batch, so each repeat gets a copy
+    of the first one's hypotheses.
+    """
     model.eval()
     if not len(sources):
         return []
+    firsts: dict[tuple[int, ...], int] = {}  # each distinct source -> its index in `distinct`
+    where = [firsts.setdefault(tuple(s.tolist()), len(firsts)) for s in sources]
+    if len(firsts) < len(sources):
+        distinct = [np.asarray(ids, dtype=np.int64) for ids in firsts]
+        found = translate_ids(model, distinct, search, device, keep_attention)
+        return [[copy_hypothesis(h) for h in found[i]] for i in where]
     lengths = np.array([len(s) + 1 for s in sources])
     results: list[list[Hypothesis]] = [[] for _ in sources]
     by_length = np.argsort(lengths, kind="stable")

@@ -144,3 +144,36 @@ def test_int8_decoding_quantizes_the_layers_and_translates_every_line(trained_ru
     assert refused.returncode == 2 and b"quantize='int4'" in refused.stderr
     with pytest.raises(ConfigError, match="CPU only"):
         quantize(torch.nn.Linear(2, 2), "int8", torch.device("cuda"))
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
+    trained_run, monkeypatch, beam
+):
+    from attnmt import translate as module
+
+    translator = Translator.load(trained_run / "best.pt", "cpu")
+    texts = ["我很好。", "你好！", "我很好。", "他走了。", "你好！"]
+    searched = []
+    search = module.greedy if beam == 1 else module.beam_search
+
+    def counting(model, source, *args, **kwargs):
+        searched.append(source.size(0))
+        return search(model, source, *args, **kwargs)
+
+    one_by_one = [
+        translator.translate([t], beam_size=beam, n_best=beam, attention=True)[0] for t in texts
+    ]
+    monkeypatch.setattr(module, search.__name__, counting)
+    together = translator.translate(texts, beam_size=beam, n_best=beam, attention=True)
+    assert sum(searched) == 3  # three distinct sentences
+    for alone, found in zip(one_by_one, together, strict=True):
+        assert [h.text for h in found.hypotheses] == [h.text for h in alone.hypotheses]
+        assert [h.score for h in found.hypotheses] == pytest.approx(
+            [h.score for h in alone.hypotheses], abs=1e-5
+        )
+        assert all(
+            a.attention.shape == b.attention.shape
+            for a, b in zip(alone.hypotheses, found.hypotheses, strict=True)
+        )
+    assert together[0].hypotheses[0] is not together[2].hypotheses[0]
