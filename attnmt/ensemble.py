@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnmt.model.decoder import DecoderState
 from attnmt.model.seq2seq import Seq2Seq
+from attnmt.model.state import DecoderState
 
 
 @dataclass

@@ -11,8 +11,8 @@ import torch
 from torch import Tensor
 
 from attnmt.ensemble import Ensemble, EnsembleState
-from attnmt.model.decoder import DecoderState
 from attnmt.model.seq2seq import Seq2Seq
+from attnmt.model.state import DecoderState
 from attnmt.vocab import BOS_ID, EOS_ID
 
 

@@ -2,7 +2,7 @@
 
 Both read the keys (encoder states projected to the decoder width, see `seq2seq.py`) and run one
 RNN step per target word. `forward` is teacher-forced over the whole target; `step` is the
-one-step API that search uses, with a `DecoderState` it can reorder and grow.
+one-step API that search uses, with a `DecoderState` (`state.py`) it can reorder and grow.
 
 Shapes: B batch, S source length, T target length, E embedding width, H decoder hidden width
 (= key width), L decoder layers, V target vocabulary.
@@ -10,7 +10,7 @@ Shapes: B batch, S source length, T target length, E embedding width, H decoder 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 from torch import Tensor, nn
@@ -19,47 +19,8 @@ from attnmt.errors import ConfigError
 from attnmt.model.attention import Attention
 from attnmt.model.dropout import Dropout
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
+from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
-
-
-@dataclass
-class DecoderState:
-    """Everything a decoding step needs besides the previous word; batch-first except hidden.
-
-    The hidden state has a row per hypothesis (R), the keys one per sentence (B): beam search's
-    hypotheses of a sentence are consecutive rows and share its keys (R = B * K; R = B
-    otherwise).
-    """
-
-    hidden: Tensor  # (L, R, H)
-    cell: Tensor | None  # (L, R, H), LSTM only
-    keys: Tensor  # (B, S, H)
-    prepared_keys: Tensor  # (B, S, *), the scorer's query-independent part, once per sentence
-    mask: Tensor  # (B, S)
-    feed: Tensor | None  # (R, H), Luong input feeding: the previous attentional vector
-
-    def select(self, rows: Tensor, sentences: Tensor | None = None) -> DecoderState:
-        """The states of hypothesis `rows` (R'), in that order, and, when given, of `sentences`
-        (B'): reorders, grows or shrinks. Each sentence's rows must stay consecutive; without
-        `sentences` the sentences stay as they are (beam search moving and multiplying
-        hypotheses within each sentence).
-        """
-
-        def pick(x: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
-            return None if x is None else x.index_select(dim, index)
-
-        keys, prepared_keys, mask = self.keys, self.prepared_keys, self.mask
-        if sentences is not None:
-            keys, prepared_keys = pick(keys, sentences), pick(prepared_keys, sentences)
-            mask = pick(mask, sentences)
-        return DecoderState(
-            pick(self.hidden, rows, 1),
-            pick(self.cell, rows, 1),
-            keys,
-            prepared_keys,
-            mask,
-            pick(self.feed, rows),
-        )
 
 
 class Bridge(nn.Module):
@@ -152,11 +113,22 @@ class AttentionDecoder(nn.Module):
         previous = state.hidden if state.cell is None else (state.hidden, state.cell)
         _, new = self.rnn(rnn_input.unsqueeze(1), previous)
         hidden, cell = new if isinstance(new, tuple) else (new, None)
-        return replace(state, hidden=hidden, cell=cell)
+        return replace(state, hidden=hidden, cell=cell, copies=None)  # rows differ from now on
 
     def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
-        """context (B, H) and weights (B, S) for query (B, H)."""
-        return self.attention(query, state.keys, state.mask, state.prepared_keys)
+        """context (B, H) and weights (B, S) for query (B, H).
+
+        Where `state.copies` says rows are copies of one hypothesis (beam search extending one
+        by several words), the query is one of its rows (Bahdanau's q_{t-1}), so it attends
+        once per hypothesis and the copies take its result: the same arithmetic, done once.
+        """
+        if state.copies is None:
+            return self.attention(query, state.keys, state.mask, state.prepared_keys)
+        first, inverse = state.copies
+        sentence = first // (query.size(0) // state.keys.size(0))  # each hypothesis's keys
+        pick = (state.keys, state.mask, state.prepared_keys)
+        context, weights = self.attention(query[first], *(x[sentence] for x in pick))
+        return context[inverse], weights[inverse]
 
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """The recurrent part of one target step: embedded y_{t-1} (B, E) -> what the output

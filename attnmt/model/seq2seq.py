@@ -18,8 +18,9 @@ from torch import Tensor, nn
 from attnmt import options
 from attnmt.config import checked, in_range
 from attnmt.errors import ConfigError
-from attnmt.model.decoder import AttentionDecoder, DecoderState
+from attnmt.model.decoder import AttentionDecoder
 from attnmt.model.encoder import MAX_WIDTH, EncoderOutput, RNNEncoder
+from attnmt.model.state import DecoderState
 
 
 class Seq2Seq(nn.Module):

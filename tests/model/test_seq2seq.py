@@ -1,12 +1,14 @@
 """Every encoder x decoder x scorer builds and trains; padding, state shapes, the step API."""
 
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
 
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model, parameter_summary
+from attnmt.model.state import copies_of
 from attnmt.options import option_names
 from attnmt.vocab import PAD_ID
 from tests.conftest import compose_config, plain
@@ -120,6 +122,42 @@ def test_step_api_equals_teacher_forcing_and_state_reorders(overrides):
         grown = state.select(torch.arange(3).repeat_interleave(2))  # 2 beams per sentence
         logits, _, _ = model.decoder.step(previous[:, 0].repeat_interleave(2), grown)
         assert torch.allclose(logits, forced[:, 0].repeat_interleave(2, dim=0), atol=1e-6)
+
+
+def test_copies_name_each_repeated_rows_first_position():
+    first, inverse = copies_of(torch.tensor([3, 3, 5, 3, 7, 5]))
+    assert first.tolist() == [0, 2, 4] and inverse.tolist() == [0, 0, 1, 0, 2, 1]
+    assert copies_of(torch.tensor([4, 1, 2])) is None
+
+
+@pytest.mark.parametrize(
+    "decoder,attention",
+    list(itertools.product(option_names("decoder"), option_names("attention"))),
+)
+def test_copied_rows_attend_once_with_the_numbers_each_would_get(decoder, attention, monkeypatch):
+    model = tiny_model(f"decoder={decoder}", f"attention={attention}").eval()
+    source, lengths, _ = batch()
+    with torch.no_grad():
+        _, state = model.encode(source, lengths)
+        two = state.select(torch.arange(3).repeat_interleave(2))  # 2 hypotheses a sentence
+        _, _, state = model.decoder.step(torch.tensor([5, 6, 7, 8, 9, 10]), two)
+        assert state.copies is None  # after the step, the two differ
+        rows = torch.tensor([0, 0, 1, 3, 2, 3, 5, 5, 5])  # 3 a sentence, from 5 distinct rows
+        copied = state.select(rows)
+        words = torch.tensor([5, 6, 7, 8, 9, 10, 4, 5, 6])
+        queries = []
+        score = model.decoder.attention.score
+        monkeypatch.setattr(
+            model.decoder.attention, "score", lambda q, k: queries.append(q.shape) or score(q, k)
+        )
+        logits, weights, after = model.decoder.step(words, copied)
+        alone, alone_weights, _ = model.decoder.step(words, replace(copied, copies=None))
+    # The same arithmetic per row; a product of fewer rows may round its last bit otherwise.
+    assert torch.allclose(logits, alone, atol=1e-6)
+    assert torch.allclose(weights, alone_weights, atol=1e-6)
+    attended = queries[0][0] * queries[0][-2]  # (rows or sentences, [heads,] queries each, D)
+    assert attended == (5 if decoder == "bahdanau" else 9)  # Luong's query is the new state
+    assert after.copies is None
 
 
 def test_tied_embeddings_share_one_tensor():
