@@ -160,8 +160,9 @@ class AttentionDecoder(nn.Module):
         """
         embedded = self.dropout(self.embedding(previous))  # (B, T, E)
         parts, weights = [], []
-        for t in range(previous.size(1)):
-            part, weight, state = self.recur(embedded[:, t], state)
+        # unbind: one backward for all T steps, where each slice's would zero-fill (B, T, E)
+        for embedded_t in embedded.unbind(1):
+            part, weight, state = self.recur(embedded_t, state)
             parts.append(part)
             weights.append(weight)
         # One product over all B x T positions rather than T small ones.
