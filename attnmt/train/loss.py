@@ -19,8 +19,7 @@ from attnmt.model.seq2seq import Seq2Seq
 from attnmt.vocab import PAD_ID
 
 # Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
-# Larger blocks make fewer, larger products (docs/benchmarks.md: the loss of 3,617 positions
-# 5-15% faster in fp32 than with 256-row blocks).
+# Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
 BLOCK_ROWS = 1024
 
 

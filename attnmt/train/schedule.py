@@ -29,8 +29,8 @@ def build_optimizer(
     betas: tuple[float, float],
     weight_decay: float,
 ) -> torch.optim.Optimizer:
-    """Adam or AdamW, fused (one kernel for all parameters, the same arithmetic) where torch
-    has that for their device: on CPU it steps 2-3x faster than the per-parameter loop."""
+    """Adam or AdamW; fused (one kernel steps all parameters, the same update) where torch has
+    that for the parameters' device, else torch's per-parameter loop."""
     if name not in OPTIMIZERS:
         raise ConfigError(f"trainer.optimizer={name!r}: valid values are {', '.join(OPTIMIZERS)}")
     params = list(params)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnmt.errors import ConfigError
-from attnmt.train.schedule import Schedule
+from attnmt.train.schedule import Schedule, build_optimizer
 from attnmt.train.state import Progress, TrainerConfig
 from tests.conftest import compose_config, plain
 
@@ -89,3 +89,24 @@ def test_cosine_takes_its_length_from_max_epochs_when_no_steps_or_minutes_are_se
     )  # the budget that ends first
     with pytest.raises(ConfigError, match="max_steps, trainer.max_epochs or trainer.max_time"):
         trainer_config("trainer.max_time=null")
+
+
+def test_the_optimizer_is_fused_on_cpu_and_steps_as_torchs_loop():
+    torch.manual_seed(0)
+    weights = [torch.randn(7, 5, requires_grad=True), torch.randn(5, requires_grad=True)]
+    looped = [w.detach().clone().requires_grad_() for w in weights]
+    fused = build_optimizer(weights, "adamw", 1e-2, (0.9, 0.98), 0.01)
+    reference = torch.optim.AdamW(looped, lr=1e-2, betas=(0.9, 0.98), weight_decay=0.01)
+    assert fused.defaults["fused"] and not reference.defaults["fused"]
+    for _ in range(3):
+        for params, optimizer in ((weights, fused), (looped, reference)):
+            optimizer.zero_grad()
+            (params[0] @ params[1]).square().sum().backward()
+            optimizer.step()
+    for mine, theirs in zip(weights, looped, strict=True):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_an_unknown_optimizer_is_refused_by_name():
+    with pytest.raises(ConfigError, match="trainer.optimizer='sgd'"):
+        build_optimizer([torch.zeros(1, requires_grad=True)], "sgd", 1e-3, (0.9, 0.98), 0.0)
