@@ -13,7 +13,7 @@ __all__ = ["Translator"]
 def __getattr__(name: str) -> Any:
     # Imported on first use, so that `import attnmt.errors` (say) does not load torch.
     if name == "Translator":
-        from attnmt.translate import Translator
+        from attnmt.infer.translate import Translator
 
         return Translator
     raise AttributeError(f"module 'attnmt' has no attribute {name!r}")

@@ -43,7 +43,8 @@ def to_dataclass(cls: type[T], values: Mapping[str, Any], prefix: str) -> T:
     for name, value in values.items():
         hint, key = hints[name], f"{prefix}.{name}" if prefix else name
         if dataclasses.is_dataclass(hint):
-            value = to_dataclass(hint, value, key)
+            if not isinstance(value, hint):  # (one already built passes as it is)
+                value = to_dataclass(hint, value, key)
         else:
             value = checked(value, hint, key)
         kwargs[name] = value
@@ -104,6 +105,28 @@ def output_path(value: str | Path, key: str, folder: bool = False) -> Path:
     if not os.access(where, os.W_OK):
         raise ConfigError(f"{key}={value}: {where} is not writable")
     return path
+
+
+def bounded(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+) -> Any:
+    """A dataclass field whose value must lie in [low, high] (None: open on that side), with
+    its default (if any) and a line of help; `check_ranges` enforces the range and `--help`
+    prints the help. So a key's default, range and meaning sit on its field, in one place."""
+    return dataclasses.field(default=default, metadata={"range": (low, high), "help": help})
+
+
+def check_ranges(instance: Any, prefix: str = "") -> None:
+    """Refuse any field of dataclass `instance` outside the range its `bounded` declares,
+    naming the key as `prefix + name`."""
+    for f in dataclasses.fields(instance):
+        if "range" in f.metadata:
+            low, high = f.metadata["range"]
+            in_range(f"{prefix}{f.name}", getattr(instance, f.name), low, high)
 
 
 def to_dict(instance: Any) -> dict[str, Any]:

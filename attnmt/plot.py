@@ -12,8 +12,11 @@ import numpy as np
 matplotlib.use("Agg")  # files only; no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 log = logging.getLogger(__name__)
+
+DPI = 100  # pixels per inch of every PNG
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -24,8 +27,16 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 def learning_curve(metrics_path: Path, png_path: Path) -> None:
+    """The learning curve of a run's metrics.jsonl as a PNG (written atomically)."""
+    figure = learning_curve_figure(read_metrics(metrics_path))
+    tmp = png_path.with_suffix(".tmp.png")
+    figure.savefig(tmp, dpi=DPI)
+    plt.close(figure)
+    tmp.replace(png_path)
+
+
+def learning_curve_figure(records: list[dict]) -> Figure:
     """Train and dev loss against steps (left axis) and dev BLEU (right axis)."""
-    records = read_metrics(metrics_path)
     train = [r for r in records if r["kind"] == "train"]
     dev = [r for r in records if r["kind"] == "validation"]
     figure, loss_axis = plt.subplots(figsize=(8, 4.5))
@@ -57,10 +68,7 @@ def learning_curve(metrics_path: Path, png_path: Path) -> None:
     handles = loss_axis.get_legend_handles_labels()[0] + bleu_axis.get_legend_handles_labels()[0]
     loss_axis.legend(handles, [h.get_label() for h in handles], loc="center right")
     figure.tight_layout()
-    tmp = png_path.with_suffix(".tmp.png")
-    figure.savefig(tmp, dpi=100)
-    plt.close(figure)
-    tmp.replace(png_path)
+    return figure
 
 
 # Fonts with Chinese glyphs, best first; the Makefile's install puts Noto Sans CJK in place.
@@ -98,6 +106,21 @@ def attention_heatmap(
     png_path: Path,
     title: str = "",
 ) -> None:
+    """The heatmap of `attention_figure` as a PNG."""
+    figure = attention_figure(weights, source_pieces, target_pieces, title)
+    figure.savefig(png_path, dpi=DPI)
+    plt.close(figure)
+
+
+def heatmap_inches(rows: int, columns: int) -> tuple[float, float]:
+    """The size (width, height) of the heatmap of a rows x columns weight matrix, in inches:
+    wide and tall enough for a piece per row and column."""
+    return max(4, 0.45 * columns + 2), max(3, 0.4 * rows + 1.5)
+
+
+def attention_figure(
+    weights: np.ndarray, source_pieces: list[str], target_pieces: list[str], title: str = ""
+) -> Figure:
     """A target-by-source heatmap of attention weights, pieces on the axes, with a colour bar."""
     font = cjk_font()
     if font is None:
@@ -107,7 +130,7 @@ def attention_heatmap(
             ", ".join(CJK_FONTS),
         )
     height, width = weights.shape
-    figure, axis = plt.subplots(figsize=(max(4, 0.45 * width + 2), max(3, 0.4 * height + 1.5)))
+    figure, axis = plt.subplots(figsize=heatmap_inches(height, width))
     image = axis.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     style = {"fontfamily": font} if font else {}
     upright = max(map(len, source_pieces), default=0) <= 3  # Chinese pieces read best upright
@@ -119,5 +142,4 @@ def attention_heatmap(
         axis.set_title(title, **style)
     figure.colorbar(image, ax=axis, label="attention weight")
     figure.tight_layout()
-    figure.savefig(png_path, dpi=100)
-    plt.close(figure)
+    return figure

@@ -114,7 +114,7 @@ def matrix_flops(trainer: Trainer, batches: list) -> tuple[int, int]:
     with FlopCounterMode(display=False) as counter:
         for batch in batches:
             with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
-                loss = trainer.objective.of_batch(batch)
+                loss, _ = trainer.objective(batch)
             loss.backward()
             tokens += int((batch.target != PAD_ID).sum())
     trainer.model.zero_grad(set_to_none=True)

@@ -22,10 +22,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from attnmt.evaluate import evaluate_sets, processed_sets  # noqa: E402
+from attnmt.infer.evaluate import evaluate_sets, processed_sets  # noqa: E402
+from attnmt.infer.translate import SearchConfig, Translator  # noqa: E402
 from attnmt.options import option_names  # noqa: E402
 from attnmt.plot import read_metrics  # noqa: E402
-from attnmt.translate import SearchConfig, Translator  # noqa: E402
 
 SCORERS = option_names("attention")  # every scorer of configs/attention/
 

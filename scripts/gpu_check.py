@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from attnmt.evaluate import evaluate_sets, processed_sets
+from attnmt.infer.evaluate import evaluate_sets, processed_sets
+from attnmt.infer.translate import SearchConfig, Translator
 from attnmt.plot import read_metrics
-from attnmt.translate import SearchConfig, Translator
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"

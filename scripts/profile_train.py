@@ -51,8 +51,8 @@ MODULES = [
     "decoder.rnn",
     "decoder.W_o",
 ]
-# The output layer runs inside the loss (attnmt.train.loss.linear_cross_entropy, which forms its
-# gradients in the forward pass): timed as one function, its backward is a scaling.
+# The output layer runs inside the loss (attnmt.train.blockwise.linear_cross_entropy, which
+# forms its gradients in the forward pass): timed as one function, its backward is a scaling.
 OUTPUT_AND_LOSS = "output layer + loss forward"
 UNTIMED_BACKWARD = (
     "encoder.embedding",
@@ -132,7 +132,7 @@ def main() -> None:
         clock.on = i >= args.warmup
         start = time.perf_counter()
         with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
-            loss = trainer.objective.of_batch(batch)
+            loss, _ = trainer.objective(batch)
         forward = time.perf_counter()
         loss.backward()
         backward = time.perf_counter()

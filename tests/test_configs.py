@@ -47,8 +47,8 @@ TOOLS = {"translate": TranslateOptions, "evaluate": EvaluateOptions}
 def test_tool_configs_take_key_value_arguments(name):
     arguments = ["ckpt=x.pt", "beam_size=3", "threads=null", "max_length_a=0"]
     cfg = tool_config(name, arguments, TOOLS[name])
-    assert cfg.ckpt == "x.pt" and cfg.beam_size == 3 and cfg.threads is None
-    assert cfg.max_length_a == 0 and not hasattr(cfg, "encoder")
+    assert cfg.ckpt == "x.pt" and cfg.search.beam_size == 3 and cfg.threads is None
+    assert cfg.search.max_length_a == 0 and not hasattr(cfg, "encoder")
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The code's shape: no import cycles, small modules, a trainer that knows no model."""
+"""The code's shape: imports follow the layer table, no import cycles, a trainer that knows no
+model."""
 
 import ast
 from pathlib import Path
@@ -68,14 +69,65 @@ def test_the_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_module_over_300_lines():
-    sizes = {name: len(p.read_text(encoding="utf-8").splitlines()) for name, p in MODULES.items()}
-    assert {name: n for name, n in sizes.items() if n > 300} == {}
+# The layer table of docs/architecture.md: each layer and the layers it may import, lowest
+# first. "base" is the package's shared foundation (errors, config, vocab, runtime, options).
+LAYERS = {
+    "base": set(),
+    "data": {"base"},
+    "model": {"base"},
+    "plot": {"base"},
+    "infer": {"base", "data", "model", "plot"},
+    "train": {"base", "data", "model", "plot", "infer"},
+    "serve": {"base", "data", "model", "infer"},
+    "cli": {"base", "data", "model", "plot", "infer", "train", "serve"},
+    "entry": {"infer"},  # attnmt/__init__.py: the lazy `Translator`
+}
+BASE = {"errors", "config", "vocab", "runtime", "options"}
+
+
+def layer(module: str) -> str:
+    """The layer of an attnmt module: its subpackage, or base for the shared modules."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "entry"
+    return "base" if parts[1] in BASE else parts[1]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for each import of `graph` that the layer table does not allow."""
+    return sorted(
+        f"{name} -> {other}"
+        for name, others in graph.items()
+        for other in others
+        if layer(other) != layer(name) and layer(other) not in LAYERS[layer(name)]
+    )
+
+
+def test_every_module_sits_in_a_layer():
+    assert {name: layer(name) for name in MODULES if layer(name) not in LAYERS} == {}
+
+
+def test_imports_follow_the_layer_table():
+    graph = {name: imported(path) - {name} for name, path in MODULES.items()}
+    assert layer_violations(graph) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"attnmt.model.decoder": {"attnmt.train.loss"}, "attnmt.infer.search": set()}
+    assert layer_violations(graph) == ["attnmt.model.decoder -> attnmt.train.loss"]
+
+
+def test_only_entry_points_import_the_cli():
+    importers = {
+        name
+        for name, path in MODULES.items()
+        if layer(name) != "cli" and any(layer(m) == "cli" for m in imported(path))
+    }
+    assert importers == set()
 
 
 def test_the_trainer_imports_nothing_from_the_model():
     assert not any(m.startswith("attnmt.model") for m in imported(MODULES["attnmt.train.trainer"]))
-    assert not any(m.startswith("attnmt.train") for m in imported(MODULES["attnmt.translate"]))
 
 
 def test_every_path_in_the_architecture_doc_is_real():

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from attnmt import checkpoint as ckpt
 from attnmt.cli import processes
 from attnmt.errors import ConfigError
+from attnmt.infer import checkpoint as ckpt
 from attnmt.runtime import cpu_count
 from tests.conftest import compose_config, plain, tiny_train_overrides
 
@@ -81,7 +81,7 @@ def _train(corpus, tmp_path, run_dir, *overrides):
     command = [
         sys.executable,
         "-m",
-        "attnmt.train",
+        "attnmt.cli.train",
         *tiny_train_overrides(corpus, tmp_path / "data"),
         f"hydra.run.dir={run_dir}",
         *overrides,

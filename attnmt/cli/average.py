@@ -4,10 +4,11 @@ mean of one model's checkpoints (or the best ones a run kept) as a self-containe
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.average import average_checkpoints, kept_checkpoints
 from attnmt.cli.common import run_tool
 from attnmt.config import output_path
 from attnmt.errors import ConfigError
+from attnmt.infer.average import average_checkpoints
+from attnmt.infer.checkpoint import RunDir
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class AverageOptions:
         run = Path(self.run or "")
         if not run.is_dir():
             raise ConfigError(f"run={self.run}: not a folder")
-        kept = kept_checkpoints(run)
+        kept = RunDir(run).kept_files()
         if not kept:
             raise ConfigError(
                 f"run={self.run}: no best.step*.pt files; train with trainer.keep_best=K "

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
+from attnmt.infer.translate import SearchConfig
 from attnmt.runtime import check_quantize, pick_device
-from attnmt.translate import SearchConfig
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
 # console scripts find them from any working directory.
@@ -68,50 +66,39 @@ def exit_now() -> NoReturn:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelToolOptions:
-    """The keys the tools that read a model share: the checkpoint, where to run
-    (configs/tools/*.yaml give their defaults) and how to search (the defaults of
-    `SearchConfig`, the one place they live; `--help` lists them)."""
+    """The keys the tools that read a model share: the checkpoint and where to run
+    (configs/tools/*.yaml give their defaults), and `search`, built once from the command
+    line's search settings (`SearchConfig` holds their defaults; `--help` lists them)."""
+
+    # The SearchConfig fields this tool takes on its command line (n_best: per request in
+    # the service, always 1 when scoring test sets).
+    search_keys: ClassVar[tuple[str, ...]] = tuple(
+        f.name for f in dataclasses.fields(SearchConfig) if f.name != "n_best"
+    )
 
     ckpt: str | list[str]  # a list: the ensemble of those models
     device: str
     threads: int | None
     quantize: str | None
-    beam_size: int = SearchConfig.beam_size
-    alpha: float = SearchConfig.alpha
-    max_length_a: float = SearchConfig.max_length_a
-    max_length_b: int = SearchConfig.max_length_b
-    max_input_length: int = SearchConfig.max_input_length
-    batch_tokens: int = SearchConfig.batch_tokens
+    search: SearchConfig
 
     def __post_init__(self) -> None:
-        self.search()  # impossible search settings are refused here, naming the key
         in_range("threads", self.threads, 1, 1024)
         pick_device(self.device, "device")
         check_quantize(self.quantize)
 
-    def search(self, n_best: int = 1) -> SearchConfig:
-        """The search these options ask for."""
-        return SearchConfig(
-            self.beam_size,
-            n_best,
-            self.alpha,
-            self.max_length_a,
-            self.max_length_b,
-            self.max_input_length,
-            self.batch_tokens,
-        )
 
-
-def default_line(cls: type, key: str) -> str:
-    """'key: default  # comment' for field `key` of dataclass `cls`, from its source."""
-    match = re.search(rf"^\s+{key}: [^=\n]+= ([^#\n]+?)\s*(#.*)?$", inspect.getsource(cls), re.M)
-    value, comment = match.groups() if match else ("?", None)
-    return f"{f'{key}: {value}':<24}{comment or ''}".rstrip() + "\n"
+def help_line(setting: dataclasses.Field) -> str:
+    """'key: default  # help' for a field of `SearchConfig`."""
+    comment = setting.metadata.get("help")
+    line = f"{f'{setting.name}: {setting.default}':<24}{f'# {comment}' if comment else ''}"
+    return line.rstrip() + "\n"
 
 
 def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> Options:
     """The `options` of tool `name`: configs/tools/NAME.yaml with key=value `arguments` merged
-    in, each value checked against its field's type.
+    in, each value checked against its field's type; for a tool that reads a model, its search
+    settings become one `SearchConfig`.
 
     The tools that read a trained model have no config groups, so they take plain OmegaConf,
     which starts much sooner than Hydra with its import. `--help` prints the commented
@@ -121,17 +108,15 @@ def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> 
     text = (resources.files(TOOLS_CONFIG_PACKAGE) / f"{name}.yaml").read_text(encoding="utf-8")
     cfg = OmegaConf.create(text)
     keys = list(cfg.keys())  # (`key in cfg` is False where the value is ???)
-    defaults = {  # keys whose default is the dataclass's (the search settings), not the yaml's
-        f.name: f.default
-        for f in dataclasses.fields(options)  # type: ignore[arg-type]
-        if f.name not in keys and f.default is not dataclasses.MISSING
-    }
+    search_keys: tuple[str, ...] = getattr(options, "search_keys", ())
     if "--help" in arguments or "-h" in arguments:
         print(text, end="")
-        print("# how to search (attnmt.translate.SearchConfig):")
-        print("".join(default_line(SearchConfig, key) for key in defaults), end="")
+        if search_keys:
+            print("# how to search (attnmt.infer.translate.SearchConfig):")
+            settings = [f for f in dataclasses.fields(SearchConfig) if f.name in search_keys]
+            print("".join(help_line(f) for f in settings), end="")
         sys.exit(0)
-    keys += list(defaults)
+    keys += list(search_keys)
     for argument in arguments:
         key, equals, _ = argument.partition("=")
         if not equals:
@@ -142,7 +127,11 @@ def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> 
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(f"{tool} needs {' '.join(f'{key}=...' for key in missing)}")
-    return to_dataclass(options, plain(cfg), "")
+    values = plain(cfg)
+    if search_keys:
+        given = {key: values.pop(key) for key in search_keys if key in values}
+        values["search"] = to_dataclass(SearchConfig, given, "")
+    return to_dataclass(options, values, "")
 
 
 def run_tool(name: str, options: type[Options], body: Callable[[Options], None]) -> NoReturn:

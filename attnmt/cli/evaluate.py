@@ -7,9 +7,9 @@ from pathlib import Path
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import output_path
 from attnmt.errors import ConfigError
-from attnmt.evaluate import TestSet, evaluate_sets, processed_sets
+from attnmt.infer.evaluate import TestSet, evaluate_sets, processed_sets
+from attnmt.infer.translate import Translator
 from attnmt.runtime import keep_freed_memory, set_threads
-from attnmt.translate import Translator
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +45,7 @@ def run(cfg: EvaluateOptions) -> None:
         sets.append(TestSet(Path(cfg.source).stem, Path(cfg.source), Path(cfg.reference)))
     if not sets:
         raise ConfigError("sets=[]: nothing to evaluate; name sets or give source= reference=")
-    entries = evaluate_sets(translator, sets, cfg.search(), output_dir)
+    entries = evaluate_sets(translator, sets, cfg.search, output_dir)
     report.write_text(
         json.dumps({"checkpoint": cfg.ckpt, "sets": entries}, indent=2, ensure_ascii=False) + "\n",
         encoding="utf-8",

@@ -3,10 +3,10 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.checkpoint import EXPORT_DTYPES, export_payload, load_checkpoint, save_checkpoint
 from attnmt.cli.common import run_tool
 from attnmt.config import output_path
 from attnmt.errors import ConfigError
+from attnmt.infer.checkpoint import EXPORT_DTYPES, export_payload, load_checkpoint, save_checkpoint
 
 
 @dataclass(frozen=True)

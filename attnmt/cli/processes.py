@@ -115,7 +115,7 @@ def run_ranks(processes: int, task_overrides: list[str], run_dir: Path, batch_to
 def launcher(processes: int) -> list[str]:
     """The command that starts attnmt-train on `processes` ranks (torchrun for 2 or more)."""
     if processes == 1:
-        return [sys.executable, "-m", "attnmt.train"]
+        return [sys.executable, "-m", "attnmt.cli.train"]
     return [
         sys.executable,
         "-m",
@@ -123,7 +123,7 @@ def launcher(processes: int) -> list[str]:
         "--standalone",
         f"--nproc_per_node={processes}",
         "-m",
-        "attnmt.train",
+        "attnmt.cli.train",
     ]
 
 

@@ -10,9 +10,9 @@ from attnmt.cli.common import run_tool
 from attnmt.config import in_range, output_path
 from attnmt.data.corpus import chunks, read_lines
 from attnmt.errors import DataError
+from attnmt.infer.translate import Translator
+from attnmt.infer.writers import BLOCK_LINES, write_scores
 from attnmt.runtime import keep_freed_memory, pick_device, set_threads
-from attnmt.translate import Translator
-from attnmt.writers import BLOCK_LINES, write_scores
 
 
 @dataclass(frozen=True)

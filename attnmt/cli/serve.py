@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
+from attnmt.infer.translate import MAX_BEAM_SIZE, Translator
 from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.serve.app import Limits, create_app
-from attnmt.translate import MAX_BEAM_SIZE, Translator
 
 log = logging.getLogger("attnmt")
 
@@ -36,7 +36,7 @@ class ServeOptions(ModelToolOptions):
         for key in ("max_batch_sentences", "max_sentences", "max_chars"):
             in_range(key, getattr(self, key), 1, None)
         in_range("max_beam_size", self.max_beam_size, 1, MAX_BEAM_SIZE)
-        in_range("beam_size", self.beam_size, 1, self.max_beam_size)
+        in_range("beam_size", self.search.beam_size, 1, self.max_beam_size)
 
 
 def main() -> None:
@@ -50,8 +50,8 @@ def run(cfg: ServeOptions) -> None:
     set_threads(cfg.threads)
     keep_freed_memory()
     translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
-    limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, cfg.beam_size)
-    app = create_app(translator, cfg.search(), limits, cfg.max_wait_ms, cfg.max_batch_sentences)
+    limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size)
+    app = create_app(translator, cfg.search, limits, cfg.max_wait_ms, cfg.max_batch_sentences)
     log.info(
         "serving %s (%s -> %s) on http://%s:%d/",
         cfg.ckpt,

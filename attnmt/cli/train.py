@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> float | None:
             lock.release()
     if main_rank:
         print(summary.describe())
-    return summary.best_bleu
+    return summary.best_score
 
 
 if __name__ == "__main__":

@@ -2,30 +2,34 @@
 
 import contextlib
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import output_path
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
+from attnmt.infer.translate import SearchConfig, Translator
+from attnmt.infer.writers import (
+    plot_attention,
+    save_attention,
+    translate_stream,
+    write_translations,
+)
 from attnmt.runtime import keep_freed_memory, set_threads
-from attnmt.translate import SearchConfig, Translator
-from attnmt.writers import plot_attention, save_attention, translate_stream, write_translations
 
 
 @dataclass(frozen=True, kw_only=True)
 class TranslateOptions(ModelToolOptions):
     """attnmt-translate's keys; configs/tools/translate.yaml documents them."""
 
+    search_keys: ClassVar[tuple[str, ...]] = tuple(f.name for f in fields(SearchConfig))
+
     input: str | None
     output: str | None
     attention: str | None
     plot: str | None
-    n_best: int = SearchConfig.n_best
-
-    def search(self, n_best: int = 1) -> SearchConfig:
-        return super().search(self.n_best)
 
 
 def main() -> None:
@@ -36,7 +40,7 @@ def run(cfg: TranslateOptions) -> None:
     """Translate what `cfg` names, as the module docstring says."""
     set_threads(cfg.threads)
     keep_freed_memory()
-    search = cfg.search()
+    search = cfg.search
     output = output_path(cfg.output, "output") if cfg.output else None
     if output and cfg.input and output.resolve() == Path(cfg.input).resolve():
         raise ConfigError(f"output={cfg.output} is the input: writing it would erase it")
@@ -49,8 +53,8 @@ def run(cfg: TranslateOptions) -> None:
         if cfg.input is None and sys.stdin.isatty():  # interactive: a line in, a line out
             print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
             for number, line in enumerate(sys.stdin):
-                results = translator.translate([line.rstrip("\n")], **asdict(search))
-                write_translations(results, out, cfg.n_best, number)
+                results = translator.translate([line.rstrip("\n")], search)
+                write_translations(results, out, search.n_best, number)
                 out.flush()
             return
         source = (

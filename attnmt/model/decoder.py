@@ -17,8 +17,8 @@ from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
 from attnmt.model.attention import Attention
-from attnmt.model.dropout import Dropout
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
+from attnmt.model.fast import Dropout, attend_copies
 from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
 
@@ -116,19 +116,11 @@ class AttentionDecoder(nn.Module):
         return replace(state, hidden=hidden, cell=cell, copies=None)  # rows differ from now on
 
     def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
-        """context (B, H) and weights (B, S) for query (B, H).
-
-        Where `state.copies` says rows are copies of one hypothesis (beam search extending one
-        by several words), the query is one of its rows (Bahdanau's q_{t-1}), so it attends
-        once per hypothesis and the copies take its result: the same arithmetic, done once.
-        """
-        if state.copies is None:
-            return self.attention(query, state.keys, state.mask, state.prepared_keys)
-        first, inverse = state.copies
-        sentence = first // (query.size(0) // state.keys.size(0))  # each hypothesis's keys
-        pick = (state.keys, state.mask, state.prepared_keys)
-        context, weights = self.attention(query[first], *(x[sentence] for x in pick))
-        return context[inverse], weights[inverse]
+        """context = sum_i a_i h_i (B, H) and the weights a (B, S) for query q (B, H)."""
+        if state.copies is not None:  # copied beam hypotheses attend once (fast.py)
+            pick = (state.keys, state.mask, state.prepared_keys, state.copies)
+            return attend_copies(self.attention, query, *pick)
+        return self.attention(query, state.keys, state.mask, state.prepared_keys)
 
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """The recurrent part of one target step: embedded y_{t-1} (B, E) -> what the output
@@ -170,7 +162,22 @@ class AttentionDecoder(nn.Module):
 
     def logits(self, features: Tensor) -> Tensor:
         """features (..., F) -> logits (..., V)."""
-        return self.output(self.dropout(features))
+        return self.output(self.output_inputs(features))
+
+    def output_inputs(self, features: Tensor) -> Tensor:
+        """What the output layer multiplies: the features after dropout (..., F)."""
+        return self.dropout(features)
+
+    def output_weights(self) -> tuple[Tensor, Tensor]:
+        """The output layer's weight (V, F) and bias (V,): `logits = inputs W^T + b`, for a
+        loss that computes the product itself (in blocks, `attnmt.train.loss`)."""
+        return self.output.weight, self.output.bias
+
+    def compile_step(self) -> None:
+        """Run the recurrent step through `torch.compile` (once for any batch size): its many
+        small element-wise ops become a few fused kernels. For CUDA, where each costs a launch.
+        """
+        self.recur = torch.compile(self.recur, dynamic=True)  # type: ignore[method-assign]
 
 
 class BahdanauDecoder(AttentionDecoder):

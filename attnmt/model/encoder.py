@@ -12,7 +12,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.model.dropout import Dropout
+from attnmt.model.fast import Dropout
 from attnmt.vocab import PAD_ID
 
 RNN_TYPES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}

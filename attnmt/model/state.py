@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
+
+from attnmt.model.fast import copies_of
 
 
 @dataclass
@@ -54,14 +55,3 @@ class DecoderState:
             pick(self.feed, rows),
             copies_of(rows),
         )
-
-
-def copies_of(rows: Tensor) -> tuple[Tensor, Tensor] | None:
-    """For `rows` (R,) with repeats: the position of each distinct value's first occurrence
-    (P,) and which distinct value each position holds (R,); None without repeats."""
-    distinct, inverse = rows.unique(return_inverse=True)
-    if len(distinct) == len(rows):
-        return None
-    positions = torch.arange(len(rows), device=rows.device)
-    first = torch.full_like(distinct, len(rows)).scatter_reduce_(0, inverse, positions, "amin")
-    return first, inverse

@@ -1,6 +1,7 @@
 """The HTTP API and the web page of attnmt-serve.
 
-    POST /v1/translate  {"text": [...], "beam_size": 5, "n_best": 1, "attention": false}
+    POST /v1/translate  {"text": [...], "beam_size": null, "n_best": 1, "attention": false}
+                        (beam_size null or left out: the service's default, see /v1/health)
     GET  /v1/health     the model's languages and sizes, and the service's limits
     GET  /              the web page (static/): translation, n-best list, attention heatmap
     GET  /docs          the OpenAPI docs
@@ -24,20 +25,20 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from attnmt.serve.batcher import Batcher, Options
-from attnmt.translate import SearchConfig, Translation, Translator
+from attnmt.errors import ConfigError
+from attnmt.infer.translate import SearchConfig, Translation, Translator
+from attnmt.serve.batcher import Batcher
 
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask for."""
+    """What one request may ask for (configs/tools/serve.yaml gives the values)."""
 
-    max_sentences: int = 32  # sentences per request
-    max_chars: int = 1000  # characters per sentence
-    max_beam_size: int = 16
-    default_beam_size: int = 5  # for a request that names none
+    max_sentences: int  # sentences per request
+    max_chars: int  # characters per sentence
+    max_beam_size: int
 
 
 class TranslateRequest(BaseModel):
@@ -59,10 +60,23 @@ class RequestError(Exception):
         self.status, self.message = status, message
 
 
+def request_search(body: TranslateRequest, search: SearchConfig, limits: Limits) -> SearchConfig:
+    """The search a request asks for: the service's, with the request's beam size (if it
+    names one) and n-best; or a RequestError naming the field that the limits refuse."""
+    check_request(body, limits)
+    beam_size = search.beam_size if body.beam_size is None else body.beam_size
+    if not 1 <= beam_size <= limits.max_beam_size:
+        raise RequestError(422, f"beam_size: {beam_size}; must be 1 to {limits.max_beam_size}")
+    try:
+        return search.changed(beam_size=beam_size, n_best=body.n_best)
+    except ConfigError as error:  # "key=value: why" as the service says it, "key: value; why"
+        key, _, rest = str(error).partition("=")
+        value, _, why = rest.partition(": ")
+        raise RequestError(422, f"{key}: {value}; {why}") from None
+
+
 def check_request(body: TranslateRequest, limits: Limits) -> None:
-    """Refuse what the limits do not allow, naming the field; fill in the default beam."""
-    if body.beam_size is None:
-        body.beam_size = limits.default_beam_size
+    """Refuse sentences that the limits do not allow, naming the field."""
     if not body.text:
         raise RequestError(422, "text: an empty list; send at least one sentence")
     if len(body.text) > limits.max_sentences:
@@ -78,10 +92,6 @@ def check_request(body: TranslateRequest, limits: Limits) -> None:
             raise RequestError(
                 422, f"text[{i}]: control characters or unpaired surrogates; one plain line each"
             )
-    if not 1 <= body.beam_size <= limits.max_beam_size:
-        raise RequestError(422, f"beam_size: {body.beam_size}; must be 1 to {limits.max_beam_size}")
-    if not 1 <= body.n_best <= body.beam_size:
-        raise RequestError(422, f"n_best: {body.n_best}; must be 1 to beam_size ({body.beam_size})")
 
 
 def translation_json(text: str, result: Translation, attention: bool) -> dict:
@@ -115,7 +125,7 @@ def create_app(
     max_batch_sentences: int,
 ) -> FastAPI:
     """The service of one translator."""
-    batcher = Batcher(translator, search, max_wait_ms, max_batch_sentences)
+    batcher = Batcher(translator, max_wait_ms, max_batch_sentences)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -152,9 +162,8 @@ def create_app(
     @app.post("/v1/translate")
     async def translate(body: TranslateRequest) -> dict:
         """Translate the sentences of `text`, in order."""
-        check_request(body, limits)
-        options = Options(body.beam_size, body.n_best, body.attention)
-        results = await batcher.translate(list(body.text), options)
+        asked = request_search(body, search, limits)
+        results = await batcher.translate(list(body.text), asked, body.attention)
         return {
             "translations": [
                 translation_json(text, result, body.attention)
@@ -165,7 +174,8 @@ def create_app(
     @app.get("/v1/health")
     async def health() -> dict:
         """The model's languages and sizes, and what a request may ask for."""
-        return {"status": "ok", **translator.sizes(), "limits": vars(limits)}
+        limits_json = {**vars(limits), "default_beam_size": search.beam_size}
+        return {"status": "ok", **translator.sizes(), "limits": limits_json}
 
     files = resources.files("attnmt.serve") / "static"
     assets = {name: (files / name).read_bytes() for name in STATIC}

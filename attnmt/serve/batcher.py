@@ -14,19 +14,18 @@ import functools
 import logging
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from attnmt.translate import SearchConfig, Translation, Translator
+from attnmt.infer.translate import SearchConfig, Translation, Translator
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Options:
-    """What a request may choose; requests with equal options share a decode."""
+    """What a request chose; requests with equal options share a decode."""
 
-    beam_size: int
-    n_best: int
+    search: SearchConfig
     attention: bool
 
 
@@ -42,16 +41,17 @@ class Job:
 class Batcher:
     """Collects requests into batches and decodes them with one `Translator`."""
 
-    def __init__(
-        self, translator: Translator, search: SearchConfig, max_wait_ms: float, max_sentences: int
-    ) -> None:
-        self.translator, self.search = translator, search
+    def __init__(self, translator: Translator, max_wait_ms: float, max_sentences: int) -> None:
+        self.translator = translator
         self.max_wait, self.max_sentences = max_wait_ms / 1000, max_sentences
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnmt-decode")
 
-    async def translate(self, texts: list[str], options: Options) -> list[Translation]:
+    async def translate(
+        self, texts: list[str], search: SearchConfig, attention: bool
+    ) -> list[Translation]:
         """The translations of `texts`, decoded with whatever else arrives meanwhile."""
+        options = Options(search, attention)
         job = Job(texts, options, asyncio.get_running_loop().create_future())
         self.queue.put_nowait(job)
         return await job.result
@@ -90,9 +90,8 @@ class Batcher:
     async def _decode(self, options: Options, jobs: list[Job]) -> None:
         """Translate the sentences of `jobs` in one call and hand each job its own."""
         texts = [text for job in jobs for text in job.texts]
-        search = {**asdict(self.search), "beam_size": options.beam_size, "n_best": options.n_best}
         call = functools.partial(
-            self.translator.translate, texts, attention=options.attention, **search
+            self.translator.translate, texts, options.search, attention=options.attention
         )
         try:
             results = await asyncio.get_running_loop().run_in_executor(self.worker, call)

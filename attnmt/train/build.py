@@ -13,7 +13,6 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from attnmt.checkpoint import tokenizer_entry
 from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig, spm_model_name
 from attnmt.data.dataset import ParallelData
@@ -21,6 +20,8 @@ from attnmt.data.prepare import prepare_dataset
 from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError
+from attnmt.infer.checkpoint import tokenizer_entry
+from attnmt.infer.translate import SearchConfig, Translator
 from attnmt.model.seq2seq import build_model, parameter_summary
 from attnmt.runtime import amp_dtype, keep_freed_memory, limit_onednn_cache, set_threads
 from attnmt.train import distributed
@@ -29,7 +30,6 @@ from attnmt.train.schedule import Schedule, build_optimizer
 from attnmt.train.state import TrainerConfig
 from attnmt.train.trainer import Trainer
 from attnmt.train.validate import Validator
-from attnmt.translate import SearchConfig, Translator
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +51,13 @@ def open_dataset(cfg: DataConfig, ranks: distributed.Ranks) -> tuple[Path, dict[
 
 
 def validation_search(cfg: TrainerConfig) -> SearchConfig:
-    """How validation decodes the dev set."""
-    try:
-        return SearchConfig(
-            beam_size=cfg.val_beam_size,
-            max_length_a=cfg.val_max_length_a,
-            max_length_b=cfg.val_max_length_b,
-            batch_tokens=cfg.batch_tokens,
-        )
-    except ConfigError as error:
-        raise ConfigError(f"trainer.val_{error}") from None
+    """How validation decodes the dev set (TrainerConfig has checked the trainer.val_* keys)."""
+    return SearchConfig(
+        beam_size=cfg.val_beam_size,
+        max_length_a=cfg.val_max_length_a,
+        max_length_b=cfg.val_max_length_b,
+        batch_tokens=cfg.batch_tokens,
+    )
 
 
 def training_data(
@@ -110,9 +107,7 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     precision = amp_dtype(cfg.amp, device)
     log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")
     if cfg.compile:
-        # The decoder's recurrent step runs T times per batch: compiled once (any batch size,
-        # dynamic=True), its many small element-wise ops become a few fused kernels.
-        model.decoder.recur = torch.compile(model.decoder.recur, dynamic=True)
+        model.decoder.compile_step()
     objective: torch.nn.Module = TokenLoss(model, cfg.label_smoothing)
     if ranks.world > 1:
         ids = [device.index] if device.type == "cuda" else None

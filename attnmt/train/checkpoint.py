@@ -1,5 +1,5 @@
 """The layout of a training checkpoint (last.pt, best.pt) on top of the file format of
-`attnmt.checkpoint`, every RNG state as plain tensors and numbers, and the checks that decide
+`attnmt.infer.checkpoint`, every RNG state as plain tensors and numbers, and the checks that decide
 whether a checkpoint can continue a run: pure functions of the saved and current configs."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnmt.average import kept_checkpoints
-from attnmt.checkpoint import (
+from attnmt.errors import CheckpointError
+from attnmt.infer.checkpoint import (
     FORMAT_VERSION,
+    RunDir,
     architecture_differences,
     export_payload,
     load_checkpoint,
     save_checkpoint,
 )
-from attnmt.errors import CheckpointError
 from attnmt.train.state import RESUMABLE_CHANGES
 
 
@@ -116,30 +116,48 @@ def trainer_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> lis
 
 
 class KeptBest:
-    """Keeps a run's `count` best checkpoints by dev BLEU as inference-only
+    """Keeps a run's `count` best checkpoints by validation score as inference-only
     `best.step{N}.pt` files in `run_dir`, deleting the one that drops out of the top (of equal
-    BLEUs the earlier stays, as for best.pt). On resume it finds those already there."""
+    scores the earlier stays, as for best.pt). On resume it finds those already there."""
 
-    def __init__(self, run_dir: Path, count: int, identity: Mapping[str, Any]) -> None:
-        self.run_dir, self.count, self.identity = Path(run_dir), count, identity
-        self.kept: list[tuple[float, int, Path]] = []  # (bleu, -step, file), best first
+    def __init__(
+        self,
+        run_dir: Path,
+        count: int,
+        identity: Mapping[str, Any],
+        higher_is_better: bool = True,
+    ) -> None:
+        self.files = RunDir(Path(run_dir))
+        self.count = count
+        self.identity = identity
+        self.sign = 1.0 if higher_is_better else -1.0  # ranks by sign * score, highest first
+        self.kept: list[tuple[float, int, Path]] = []  # (sign * score, -step, file), best first
         if count:
-            for path in kept_checkpoints(self.run_dir):
+            for path in self.files.kept_files():
                 found = load_checkpoint(path, "cpu", mmap=True)["validation"]
-                self.kept.append((found["bleu"], -found["step"], path))
+                score = found.get("score", found.get("bleu"))  # files before "score": BLEU
+                self.kept.append((self.sign * score, -found["step"], path))
             self.kept.sort(reverse=True)
 
-    def offer(self, step: int, bleu: float, weights: Mapping[str, torch.Tensor]) -> None:
-        """Keep the model at `step` (dev BLEU `bleu`) if it is among the best `count`."""
+    def offer(
+        self,
+        step: int,
+        score: float,
+        record: Mapping[str, float],
+        weights: Mapping[str, torch.Tensor],
+    ) -> None:
+        """Keep the model at `step` (validation `score`; `record`: its figures, stored with
+        it) if it is among the best `count`."""
         if not self.count:
             return
-        if len(self.kept) >= self.count and (bleu, -step) <= self.kept[self.count - 1][:2]:
+        rank = (self.sign * score, -step)
+        if len(self.kept) >= self.count and rank <= self.kept[self.count - 1][:2]:
             return
-        path = self.run_dir / f"best.step{step}.pt"
+        path = self.files.kept(step)
         payload = export_payload({"model": dict(weights), **self.identity}, path, "float32")
-        payload["validation"] = {"step": step, "bleu": bleu}
+        payload["validation"] = {"step": step, "score": score, **record}
         save_checkpoint(payload, path)
-        ranked = sorted([*self.kept, (bleu, -step, path)], reverse=True)
+        ranked = sorted([*self.kept, (*rank, path)], reverse=True)
         self.kept = ranked[: self.count]
         for _, _, dropped in ranked[self.count :]:
             dropped.unlink(missing_ok=True)

@@ -1,26 +1,20 @@
-"""The training objective: summed cross-entropy over a batch's real target tokens.
+"""The training objective: summed cross-entropy over a batch's real target tokens,
 
-The output layer and the loss are computed together, a block of target positions at a time
-(`linear_cross_entropy`): a batch's logits (tokens x vocabulary, the largest tensors of a
-step) never exist whole, and the gradient of each block is formed while its logits are at
-hand, so the backward pass has nothing of them to keep.
+    loss = - sum_{t: y_t real} log softmax(V_o features_t + b)[y_t]   (with label smoothing)
+
+The output layer's product and the loss are computed together by
+`attnmt.train.blockwise.linear_cross_entropy`, a speed and memory seam: the same sum, with the
+batch's logits never whole.
 """
 
 from __future__ import annotations
 
-import contextlib
-
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmt.data.dataset import Batch
 from attnmt.model.seq2seq import Seq2Seq
+from attnmt.train.blockwise import linear_cross_entropy
 from attnmt.vocab import PAD_ID
-
-# Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
-# Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
-BLOCK_ROWS = 1024
 
 
 class TokenLoss(nn.Module):
@@ -34,96 +28,13 @@ class TokenLoss(nn.Module):
         super().__init__()
         self.model, self.label_smoothing = model, label_smoothing
 
-    def forward(
-        self, source: Tensor, source_lengths: Tensor, previous: Tensor, target: Tensor
-    ) -> Tensor:
-        features, _ = self.model(source, source_lengths, previous)
-        real = target != PAD_ID
+    def forward(self, batch: Batch) -> tuple[Tensor, int]:
+        """The summed loss of `batch` (already on the model's device) and the number of target
+        tokens it sums over."""
+        features, _ = self.model(batch.source, batch.source_lengths, batch.previous)
+        real = batch.target != PAD_ID
         decoder = self.model.decoder
-        inputs = decoder.dropout(features[real])  # (N, F): real positions only
-        output = decoder.output
-        return linear_cross_entropy(
-            inputs, output.weight, output.bias, target[real], self.label_smoothing
-        )
-
-    def of_batch(self, batch: Batch) -> Tensor:
-        """The summed loss of `batch` (already on the model's device)."""
-        return self(batch.source, batch.source_lengths, batch.previous, batch.target)
-
-
-def linear_cross_entropy(
-    inputs: Tensor,
-    weight: Tensor,
-    bias: Tensor,
-    target: Tensor,
-    label_smoothing: float,
-    rows: int = BLOCK_ROWS,
-) -> Tensor:
-    """sum_n CE(inputs_n W^T + b, target_n) with label smoothing, in blocks of `rows`: equal to
-    `F.cross_entropy(F.linear(inputs, weight, bias).float(), target, reduction="sum", ...)`
-    (under autocast the products run in its type, the softmax in fp32, as there)."""
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (inputs, weight, bias)):
-        return _LinearCrossEntropy.apply(inputs, weight, bias, target, label_smoothing, rows)
-    x, w, b = _compute_type(inputs, weight, bias)
-    total = torch.zeros((), dtype=torch.float32, device=inputs.device)
-    with _autocast_off(inputs):
-        for start in range(0, len(x), rows):
-            logits = torch.addmm(b, x[start : start + rows], w.t()).float()
-            total += F.cross_entropy(
-                logits,
-                target[start : start + rows],
-                label_smoothing=label_smoothing,
-                reduction="sum",
-            )
-    return total
-
-
-class _LinearCrossEntropy(torch.autograd.Function):
-    """The loss with its gradients formed block by block in the forward pass; backward only
-    scales them. The softmax of each block is computed once and becomes its gradient in place:
-    d loss / d logits = softmax - q, q = (1 - s) onehot(target) + s / V."""
-
-    @staticmethod
-    def forward(ctx, inputs, weight, bias, target, smoothing, rows):  # noqa: ANN001, ANN205
-        x, w, b = _compute_type(inputs, weight, bias)
-        vocab = w.shape[0]
-        total = torch.zeros((), dtype=torch.float32, device=x.device)
-        grad_x = torch.empty_like(x)
-        grad_w = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
-        grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
-        with _autocast_off(inputs):
-            for start in range(0, len(x), rows):
-                xs, ts = x[start : start + rows], target[start : start + rows, None]
-                probs = torch.addmm(b, xs, w.t()).float().log_softmax(-1)
-                picked = probs.gather(1, ts)
-                total -= (1 - smoothing) * picked.sum() + smoothing / vocab * probs.sum()
-                probs.exp_()
-                probs.scatter_(1, ts, probs.gather(1, ts) - (1 - smoothing))
-                if smoothing:
-                    probs -= smoothing / vocab
-                grad = probs.to(x.dtype)
-                torch.mm(grad, w, out=grad_x[start : start + rows])
-                grad_w += torch.mm(grad.t(), xs)
-                grad_b += probs.sum(0)
-        ctx.save_for_backward(grad_x, grad_w, grad_b)
-        ctx.dtypes = inputs.dtype, weight.dtype, bias.dtype
-        return total
-
-    @staticmethod
-    def backward(ctx, grad_total):  # noqa: ANN001, ANN205
-        grads = (g * grad_total for g in ctx.saved_tensors)
-        gx, gw, gb = (g.to(dtype) for g, dtype in zip(grads, ctx.dtypes, strict=True))
-        return gx, gw, gb, None, None, None
-
-
-def _compute_type(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """`tensors` in autocast's type where autocast is on for their device (else as they are)."""
-    kind = tensors[0].device.type
-    if not torch.is_autocast_enabled(kind):
-        return tensors
-    dtype = torch.get_autocast_dtype(kind)
-    return tuple(t.to(dtype) for t in tensors)
-
-
-def _autocast_off(like: Tensor) -> contextlib.AbstractContextManager:
-    return torch.autocast(like.device.type, enabled=False)
+        inputs = decoder.output_inputs(features[real])  # (N, F): real positions only
+        weight, bias = decoder.output_weights()
+        loss = linear_cross_entropy(inputs, weight, bias, batch.target[real], self.label_smoothing)
+        return loss, batch.target_tokens

@@ -6,92 +6,63 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from attnmt.config import in_range
+from attnmt.config import bounded, check_ranges, in_range
 from attnmt.errors import ConfigError
+from attnmt.infer.checkpoint import RunDir
+from attnmt.infer.translate import MAX_BEAM_SIZE, MAX_OUTPUT_LENGTH
 from attnmt.runtime import pick_device
 from attnmt.train.schedule import COSINE_NEEDS_BUDGET, OPTIMIZERS, SCHEDULES
-from attnmt.translate import MAX_BEAM_SIZE, MAX_OUTPUT_LENGTH
 
-# The range of each numeric trainer key (None: unbounded on that side).
-TRAINER_RANGES = {
-    "threads": (1, 1024),
-    "seed": (0, 2**32 - 1),
-    "batch_tokens": (1, None),
-    "accumulate": (1, 100_000),
-    "lr": (1e-9, None),
-    "weight_decay": (0.0, None),
-    "warmup_steps": (0, None),
-    "min_lr": (0.0, None),
-    "plateau_patience": (0, None),
-    "plateau_factor": (0.0, 1.0),
-    "clip_grad_norm": (0.0, None),
-    "label_smoothing": (0.0, 1.0),
-    "max_steps": (0, None),
-    "max_epochs": (0, None),
-    "max_time": (0.0, None),
-    "log_every": (1, None),
-    "validate_every": (1, None),
-    "checkpoint_every": (1, None),
-    "val_beam_size": (1, MAX_BEAM_SIZE),
-    "val_max_length_a": (0.0, 100.0),
-    "val_max_length_b": (1, MAX_OUTPUT_LENGTH),
-    "samples": (0, None),
-    "patience": (1, None),
-    "max_bad_steps": (1, None),
-    "keep_best": (0, 1000),
-    "sampling_alpha": (1e-6, 10.0),
-    "sampling_nbest_size": (-1, 1000),
-}
 MAX_PROCESSES = 1024
 
 
 @dataclass(frozen=True)
 class TrainerConfig:
     """The `trainer` config group: configs/trainer/default.yaml holds every default and
-    documents each key; this class is the schema."""
+    documents each key; this class is the schema, with each numeric key's range."""
 
     device: str
-    threads: int | None
+    threads: int | None = bounded(1, 1024)
     amp: bool
     compile: bool
-    seed: int
+    seed: int = bounded(0, 2**32 - 1)
     deterministic: bool
-    batch_tokens: int
-    accumulate: int
+    batch_tokens: int = bounded(1, None)
+    accumulate: int = bounded(1, 100_000)
     optimizer: str
-    lr: float
+    lr: float = bounded(1e-9, None)
     betas: tuple[float, float]
-    weight_decay: float
+    weight_decay: float = bounded(0.0, None)
     schedule: str
-    warmup_steps: int
-    min_lr: float
-    plateau_patience: int
-    plateau_factor: float
-    clip_grad_norm: float | None
-    label_smoothing: float
-    sampling_alpha: float | None
-    sampling_nbest_size: int
-    max_steps: int | None
-    max_epochs: int | None
-    max_time: float | None
-    log_every: int
-    validate_every: int
-    checkpoint_every: int
-    val_beam_size: int
-    val_max_length_a: float
-    val_max_length_b: int
-    samples: int
-    patience: int | None
-    max_bad_steps: int
-    keep_best: int
+    warmup_steps: int = bounded(0, None)
+    min_lr: float = bounded(0.0, None)
+    plateau_patience: int = bounded(0, None)
+    plateau_factor: float = bounded(0.0, 1.0)
+    clip_grad_norm: float | None = bounded(0.0, None)
+    label_smoothing: float = bounded(0.0, 1.0)
+    sampling_alpha: float | None = bounded(1e-6, 10.0)
+    sampling_nbest_size: int = bounded(-1, 1000)
+    max_steps: int | None = bounded(0, None)
+    max_epochs: int | None = bounded(0, None)
+    max_time: float | None = bounded(0.0, None)
+    log_every: int = bounded(1, None)
+    validate_every: int = bounded(1, None)
+    checkpoint_every: int = bounded(1, None)
+    val_beam_size: int = bounded(1, MAX_BEAM_SIZE)
+    val_max_length_a: float = bounded(0.0, 100.0)
+    val_max_length_b: int = bounded(1, MAX_OUTPUT_LENGTH)
+    samples: int = bounded(0, None)
+    patience: int | None = bounded(1, None)
+    max_bad_steps: int = bounded(1, None)
+    keep_best: int = bounded(0, 1000)
     resume: str | None
     processes: str = "1"  # a number, or auto (attnmt.cli.processes); a number arrives as text
 
     def __post_init__(self) -> None:
         self.process_count()  # refuses what is neither
-        for key, (low, high) in TRAINER_RANGES.items():
-            in_range(f"trainer.{key}", getattr(self, key), low, high)
+        check_ranges(self, "trainer.")
         for beta in self.betas:
             in_range("trainer.betas", beta, 0.0, 0.999999)
         if self.optimizer not in OPTIMIZERS:
@@ -143,8 +114,11 @@ class TrainerConfig:
             return {}
         return {"time_left": f"{max(self.max_time * 60 - elapsed, 0) / 60:.1f}min"}
 
-    def stop_reason(self, progress: Progress, elapsed: float) -> str | None:
-        """Why a run at `progress`, `elapsed` seconds into its training, stops now, or None."""
+    def stop_reason(
+        self, progress: Progress, elapsed: float, metric: str = "dev BLEU"
+    ) -> str | None:
+        """Why a run at `progress`, `elapsed` seconds into its training, stops now, or None;
+        `metric` names the validation score that patience watches."""
         p = progress
         if self.max_steps is not None and p.step >= self.max_steps:
             return f"trainer.max_steps={self.max_steps} reached"
@@ -153,7 +127,7 @@ class TrainerConfig:
         if self.max_time is not None and elapsed >= self.max_time * 60:
             return f"trainer.max_time={self.max_time} minutes reached"
         if self.patience is not None and p.validations_without_improvement >= self.patience:
-            return f"no better dev BLEU in {self.patience} validations (trainer.patience)"
+            return f"no better {metric} in {self.patience} validations (trainer.patience)"
         return None
 
 
@@ -188,39 +162,50 @@ class Progress:
     epoch: int = 0
     batch_in_epoch: int = 0  # batches of the current epoch already used
     elapsed: float = 0.0  # seconds of training, over all runs
-    best_bleu: float = -1.0
+    best_score: float | None = None  # the validation score of best.pt; None before any
     best_step: int = 0
     validations_without_improvement: int = 0
     bad_steps_in_a_row: int = 0
     skipped_steps: int = 0
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any]) -> Progress:
+        """The progress a checkpoint saved; checkpoints before `best_score` saved `best_bleu`,
+        -1 before any validation."""
+        saved = dict(saved)
+        if "best_bleu" in saved:
+            bleu = saved.pop("best_bleu")
+            saved["best_score"] = bleu if bleu >= 0 else None
+        return cls(**saved)
 
 
 @dataclass
 class Summary:
     """What a run ends with."""
 
-    best_bleu: float
+    best_score: float | None
     best_checkpoint: Path | None
     steps: int
     epochs: int
     stopped_because: str
     last_checkpoint: Path | None = None
+    metric: str = "dev BLEU"  # the name of best_score
 
     @classmethod
-    def of(cls, progress: Progress, reason: str, run_dir: Path) -> Summary:
+    def of(cls, progress: Progress, reason: str, files: RunDir, metric: str) -> Summary:
         """The summary of a run that stopped at `progress` for `reason`."""
-        best, last = run_dir / "best.pt", run_dir / "last.pt"
         return cls(
-            progress.best_bleu,
-            best if best.is_file() and progress.best_step else None,
+            progress.best_score,
+            files.best if files.best.is_file() and progress.best_step else None,
             progress.step,
             progress.epoch,
             reason,
-            last if last.is_file() else None,
+            files.last if files.last.is_file() else None,
+            metric,
         )
 
     def describe(self) -> str:
-        """One line for the end of a run: the best dev BLEU and its checkpoint, or, when no
+        """One line for the end of a run: the best score and its checkpoint, or, when no
         validation ran, where the last checkpoint is."""
         if self.best_checkpoint is None:
             kept = (
@@ -230,6 +215,6 @@ class Summary:
             )
             return f"no validation ran ({self.stopped_because} at step {self.steps}); {kept}"
         return (
-            f"best dev BLEU {self.best_bleu:.2f} ({self.stopped_because}); "
+            f"best {self.metric} {self.best_score:.2f} ({self.stopped_because}); "
             f"best checkpoint: {self.best_checkpoint}"
         )

@@ -13,18 +13,17 @@ import logging
 import math
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from attnmt.checkpoint import save_checkpoint
 from attnmt.data.dataset import Batch, ParallelData
 from attnmt.errors import AttnmtError, CheckpointError
+from attnmt.infer.checkpoint import RunDir, save_checkpoint
 from attnmt.runtime import amp_dtype
 from attnmt.train import distributed
 from attnmt.train.checkpoint import (
@@ -42,6 +41,17 @@ from attnmt.train.state import Progress, Summary, TrainerConfig
 if TYPE_CHECKING:
     from attnmt.train.validate import Validation
 
+
+class Validate(Protocol):
+    """What the trainer is given to validate with: a call that scores the model, the name of
+    the score that picks the best checkpoint, and which way is better."""
+
+    metric: str  # e.g. "dev BLEU"
+    higher_is_better: bool
+
+    def __call__(self) -> Validation: ...
+
+
 log = logging.getLogger(__name__)
 
 
@@ -50,7 +60,8 @@ class TrainingError(AttnmtError):
 
 
 class Trainer:
-    """Trains `model` by minimising `objective` (a module: batch tensors -> summed loss)."""
+    """Trains `model` by minimising `objective` (a module: batch -> its summed loss and the
+    number of tokens it sums over), keeping the checkpoint that `validate` scores best."""
 
     def __init__(
         self,
@@ -61,18 +72,29 @@ class Trainer:
         optimizer: torch.optim.Optimizer,
         schedule: Schedule,
         train_data: ParallelData,
-        validate: Callable[[], Validation],
+        validate: Validate,
         ranks: distributed.Ranks,
         device: torch.device,
         identity: dict[str, Any],
     ) -> None:
         """`identity`: what every checkpoint keeps beside the training state (the resolved
         config and the tokenizers), also what a resume must match."""
-        self.cfg, self.run_dir, self.model, self.objective = cfg, run_dir, model, objective
-        self.optimizer, self.schedule, self.train_data = optimizer, schedule, train_data
-        self.validate, self.ranks, self.device, self.identity = validate, ranks, device, identity
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.files = RunDir(run_dir)
+        self.model = model
+        self.objective = objective
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.train_data = train_data
+        self.validate = validate
+        self.ranks = ranks
+        self.device = device
+        self.identity = identity
         self.records = Records(run_dir, enabled=ranks.main)
-        self.kept = KeptBest(run_dir, cfg.keep_best if ranks.main else 0, identity)
+        self.kept = KeptBest(
+            run_dir, cfg.keep_best if ranks.main else 0, identity, validate.higher_is_better
+        )
         self.autocast_dtype = amp_dtype(cfg.amp, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
         self.progress = Progress()
@@ -84,7 +106,7 @@ class Trainer:
     def _resume(self) -> None:
         path = self.cfg.resume
         if path == "auto":
-            path = self.run_dir / "last.pt"
+            path = self.files.last
             if not path.is_file():
                 log.info("trainer.resume=auto: no %s yet, starting fresh", path)
                 path = None
@@ -104,7 +126,7 @@ class Trainer:
         self.optimizer.load_state_dict(saved.optimizer)
         self.schedule.load_state_dict(saved.schedule)
         self.scaler.load_state_dict(saved.scaler)
-        p = self.progress = Progress(**saved.progress)
+        p = self.progress = Progress.from_saved(saved.progress)
         set_rng_state(saved.rng)
         self.records.start(resumed_at=p.step)
         log.info("resumed from %s at step %d (epoch %d)", path, p.step, p.epoch)
@@ -126,10 +148,7 @@ class Trainer:
                 contextlib.nullcontext() if last else no_sync(),
                 torch.autocast(self.device.type, dtype=amp, enabled=amp is not None),
             ):
-                batch = batch.to(self.device)
-                loss = self.objective(
-                    batch.source, batch.source_lengths, batch.previous, batch.target
-                )
+                loss, _ = self.objective(batch.to(self.device))
             self.scaler.scale(loss * scale).backward()
             local += loss.item()
         total = distributed.total(local, self.device)
@@ -158,7 +177,7 @@ class Trainer:
 
     # ------------------------------------------------------------ checkpoints, validation
 
-    def _save(self, *names: str) -> None:
+    def _save(self, *paths: Path) -> None:
         if not self.ranks.main:
             return
         payload = TrainingCheckpoint(
@@ -171,23 +190,27 @@ class Trainer:
             self.identity["config"],
             self.identity["tokenizers"],
         ).payload()
-        for name in names:
-            save_checkpoint(payload, self.run_dir / name)
+        for path in paths:
+            save_checkpoint(payload, path)
 
     def _validate(self) -> None:
-        """Rank 0 validates; every rank learns the dev BLEU (for the schedule and stopping)."""
+        """Rank 0 validates; every rank learns the score (for the schedule and stopping)."""
         result = None
         if self.ranks.main:
             result = self.validate()
             self.model.train()
-        bleu = distributed.from_main(result.bleu if result else 0.0, self.device)
+        score = distributed.from_main(result.score if result else 0.0, self.device)
         p = self.progress
-        improved = bleu > p.best_bleu
+        improved = p.best_score is None or (
+            score > p.best_score if self.validate.higher_is_better else score < p.best_score
+        )
         if improved:
-            p.best_bleu, p.best_step, p.validations_without_improvement = bleu, p.step, 0
+            p.best_score = score
+            p.best_step = p.step
+            p.validations_without_improvement = 0
         else:
             p.validations_without_improvement += 1
-        self.schedule.observe(bleu)
+        self.schedule.observe(score)
         if result is not None:
             self._report(result, improved)
 
@@ -195,8 +218,8 @@ class Trainer:
         """Rank 0's records of a validation: metrics, log, checkpoints, pictures."""
         p = self.progress
         self.records.validation(p.step, p.epoch, p.elapsed / 60, result, improved)
-        self._save(*(["last.pt", "best.pt"] if improved else ["last.pt"]))
-        self.kept.offer(p.step, result.bleu, self.model.state_dict())
+        self._save(*([self.files.last, self.files.best] if improved else [self.files.last]))
+        self.kept.offer(p.step, result.score, result.record(), self.model.state_dict())
         self.records.draw(p.step, result)
 
     # ------------------------------------------------------------ the loop
@@ -204,7 +227,9 @@ class Trainer:
     def _stop_reason(self, start: float) -> str | None:
         """Why to stop now, or None; when any rank stops, all do."""
         elapsed = self.progress.elapsed + time.monotonic() - start
-        reason = self.stop_signal or self.cfg.stop_reason(self.progress, elapsed)
+        reason = self.stop_signal or self.cfg.stop_reason(
+            self.progress, elapsed, self.validate.metric
+        )
         if self.ranks.world > 1 and distributed.total(float(reason is not None), self.device):
             return reason or "another rank stopped"
         return reason
@@ -229,7 +254,7 @@ class Trainer:
                 signal.signal(number, handler)
             self.records.close()
         distributed.stop()
-        summary = Summary.of(self.progress, reason, self.run_dir)
+        summary = Summary.of(self.progress, reason, self.files, self.validate.metric)
         log.info("stopped: %s", summary.describe())
         return summary
 
@@ -278,7 +303,7 @@ class Trainer:
                 if p.step % c.validate_every == 0:
                     self._validate()
                 elif p.step % c.checkpoint_every == 0:
-                    self._save("last.pt")
+                    self._save(self.files.last)
                 reason = self._stop_reason(start)
             if p.batch_in_epoch >= len(order):
                 p.epoch, p.batch_in_epoch = p.epoch + 1, 0
@@ -286,7 +311,7 @@ class Trainer:
                     self._validate()
                 reason = self._stop_reason(start)
         bar.close()
-        self._save("last.pt")
+        self._save(self.files.last)
         return reason
 
     def _log_train(self, loss: float, lr: float, speed: float, batches: list[Batch]) -> None:

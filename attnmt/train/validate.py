@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from attnmt.data.dataset import ParallelData
-from attnmt.evaluate import score
+from attnmt.infer.evaluate import score
+from attnmt.infer.translate import SearchConfig, Translation, Translator, translate_ids
 from attnmt.train.loss import TokenLoss
-from attnmt.translate import SearchConfig, Translation, Translator, translate_ids
 
 
 @dataclass
@@ -26,6 +26,11 @@ class Validation:
     samples: list[tuple[str, str, str]] = field(default_factory=list)  # source, output, reference
     sample_translations: list[Translation] = field(default_factory=list)  # with attention
 
+    @property
+    def score(self) -> float:
+        """The figure that picks the best checkpoint (`Validator.metric`)."""
+        return self.bleu
+
     def record(self) -> dict[str, Any]:
         return {
             "dev_loss": self.loss,
@@ -36,7 +41,11 @@ class Validation:
 
 
 class Validator:
-    """Scores the translator's model on one split of its processed dataset."""
+    """Scores the translator's model on one split of its processed dataset; its BLEU picks
+    the best checkpoint."""
+
+    metric = "dev BLEU"
+    higher_is_better = True
 
     def __init__(
         self,
@@ -62,9 +71,9 @@ class Validator:
         loss = TokenLoss(model, label_smoothing=0.0)
         total, tokens = 0.0, 0
         for indices in self.data.token_batches(self.search.batch_tokens, seed=0, epoch=0):
-            batch = self.data.batch(indices).to(device)
-            total += loss.of_batch(batch).item()
-            tokens += batch.target_tokens
+            summed, count = loss(self.data.batch(indices).to(device))
+            total += summed.item()
+            tokens += count
         return total / tokens
 
     def __call__(self) -> Validation:

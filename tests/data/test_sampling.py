@@ -7,7 +7,7 @@ from attnmt.data.dataset import ParallelData
 from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError
-from attnmt.translate import Translator
+from attnmt.infer.translate import Translator
 from tests.train.test_trainer import losses, make_trainer
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnmt.model.dropout import Dropout
+from attnmt.model.fast import Dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attnmt.errors import ConfigError
+from attnmt.model.fast import copies_of
 from attnmt.model.seq2seq import build_model, parameter_summary
-from attnmt.model.state import copies_of
 from attnmt.options import option_names
 from attnmt.vocab import PAD_ID
 from tests.conftest import compose_config, plain

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.translate import Translator
+from attnmt.infer.translate import Translator
 from tests.serve.conftest import Service, request
 
 SENTENCES = ["我很好。", "你好！", "他走了。", "我们明天去公园。", "他昨天没有来上班。"]

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnmt.checkpoint import save_checkpoint
 from attnmt.errors import CheckpointError
+from attnmt.infer.checkpoint import save_checkpoint
 from attnmt.train.checkpoint import TrainingCheckpoint, resume_conflicts, trainer_changes
 
 CONFIG = {

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnmt.train.loss import linear_cross_entropy
+from attnmt.train.blockwise import linear_cross_entropy
 
 
 def _problem(rows: int, seed: int = 0) -> tuple[torch.Tensor, ...]:

@@ -12,17 +12,19 @@ async function showModel() {
     `${model.src_lang} → ${model.tgt_lang} · ${model.parameters.toLocaleString()} parameters`;
   $("source").placeholder = model.src_lang === "zh" ? "输入一个中文句子" : "Type an English sentence";
   $("beam").max = model.limits.max_beam_size;
+  $("beam").value = model.limits.default_beam_size;
 }
 
 async function translate(event) {
   event.preventDefault();
   $("error").textContent = "";
   $("submit").disabled = true;
-  const beam = Number($("beam").value);
+  // Empty until /v1/health has answered: then the service's own default beam.
+  const beam = $("beam").value === "" ? null : Number($("beam").value);
   const request = {
     text: [$("source").value.trim()],
     beam_size: beam,
-    n_best: Math.min(Number($("nbest").value), beam),
+    n_best: beam === null ? 1 : Math.min(Number($("nbest").value), beam),
     attention: true,
   };
   try {

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from attnmt.evaluate import bleu_tokenizer, score
+from attnmt.infer.evaluate import bleu_tokenizer, score
 
 
 def test_scores_use_the_tokenizer_of_the_target_language():

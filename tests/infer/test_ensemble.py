@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from attnmt import checkpoint as ckpt
-from attnmt.average import kept_checkpoints
 from attnmt.data.tokenizer import train_sentencepiece
-from attnmt.ensemble import Ensemble
 from attnmt.errors import CheckpointError
-from attnmt.translate import Translator
+from attnmt.infer import checkpoint as ckpt
+from attnmt.infer.checkpoint import RunDir
+from attnmt.infer.ensemble import Ensemble
+from attnmt.infer.translate import Translator
 
 SENTENCES = ["我很好。", "你好！", "", "他走了。", "我们明天去公园。"]
 
@@ -46,7 +46,7 @@ def test_an_ensemble_of_one_model_translates_as_that_model(trained_run, search):
 
 
 def test_an_ensemble_of_two_models_averages_their_log_probabilities(trained_run):
-    paths = [trained_run / "best.pt", kept_checkpoints(trained_run)[0]]
+    paths = [trained_run / "best.pt", RunDir(trained_run).kept_files()[0]]
     ensemble = Translator.load(paths)
     members = [Translator.load(p) for p in paths]
     assert isinstance(ensemble.model, Ensemble) and len(ensemble.model.members) == 2
@@ -63,7 +63,7 @@ def test_an_ensemble_of_two_models_averages_their_log_probabilities(trained_run)
 
 
 def test_attnmt_translate_takes_a_list_of_checkpoints(trained_run, tmp_path):
-    paths = [trained_run / "best.pt", kept_checkpoints(trained_run)[0]]
+    paths = [trained_run / "best.pt", RunDir(trained_run).kept_files()[0]]
     script = str(Path(sysconfig.get_path("scripts")) / "attnmt-translate")
     result = subprocess.run(
         [script, f"ckpt=[{paths[0]},{paths[1]}]", "beam_size=3"],

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from attnmt.data.corpus import normalize
-from attnmt.data.dataset import pad
+from attnmt.data.dataset import Batch, pad
+from attnmt.infer.translate import Translator
 from attnmt.train.loss import TokenLoss
-from attnmt.translate import Translator
 from attnmt.vocab import BOS_ID, EOS_ID
 
 SCRIPT = str(Path(sysconfig.get_path("scripts")) / "attnmt-score")
@@ -35,14 +35,13 @@ def training_loss(translator, source, target):
     ]
     loss = TokenLoss(translator.model, label_smoothing=0.0)
     with torch.no_grad():
-        return float(
-            loss(
-                pad([ids[0]], None, EOS_ID),
-                torch.tensor([len(ids[0]) + 1]),
-                pad([ids[1]], BOS_ID, None),
-                pad([ids[1]], None, EOS_ID),
-            )
+        batch = Batch(
+            pad([ids[0]], None, EOS_ID),
+            torch.tensor([len(ids[0]) + 1]),
+            pad([ids[1]], BOS_ID, None),
+            pad([ids[1]], None, EOS_ID),
         )
+        return float(loss(batch)[0])
 
 
 def test_forced_decoding_scores_are_the_training_losss_log_probabilities(trained_run):

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from attnmt.errors import ConfigError
+from attnmt.infer.translate import Translator
 from attnmt.runtime import quantize
-from attnmt.translate import Translator
+from tests.pictures import heatmap_pixels, pixels
 
 
 def translate(run_dir, *overrides, stdin=b""):
@@ -63,7 +64,7 @@ def test_nbest_rows_and_attention_file_and_heatmaps(trained_run, tmp_path):
     weights, source, target = saved["attention_0"], saved["source_0"], saved["target_0"]
     assert weights.shape == (len(target), len(source))
     assert np.allclose(weights.sum(1), 1, atol=1e-5)
-    assert (plots / "attention_0.png").stat().st_size > 0
+    assert pixels(plots / "attention_0.png").shape[:2] == heatmap_pixels(*weights.shape)
 
 
 @pytest.mark.parametrize("beam", [1, 5])
@@ -77,8 +78,8 @@ def test_file_input_gives_one_line_per_line(trained_run, tmp_path, beam):
 def test_a_stream_in_blocks_gives_what_one_block_gives(trained_run, monkeypatch, caplog):
     import io
 
-    from attnmt import writers
-    from attnmt.translate import SearchConfig, Translator
+    from attnmt.infer import writers
+    from attnmt.infer.translate import SearchConfig, Translator
 
     translator = Translator.load(trained_run / "best.pt", "cpu")
     search = SearchConfig(beam_size=3, n_best=2, max_input_length=50)
@@ -150,7 +151,7 @@ def test_int8_decoding_quantizes_the_layers_and_translates_every_line(trained_ru
 def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
     trained_run, monkeypatch, beam
 ):
-    from attnmt import translate as module
+    from attnmt.infer import translate as module
 
     translator = Translator.load(trained_run / "best.pt", "cpu")
     texts = ["我很好。", "你好！", "我很好。", "他走了。", "你好！"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt import checkpoint as ckpt
 from attnmt.data.prepare import prepare_dataset
 from attnmt.errors import CheckpointError
-from attnmt.translate import Translator
+from attnmt.infer import checkpoint as ckpt
+from attnmt.infer.translate import Translator
 
 SENTENCES = ["我很好。", "你好！", "", "他走了。", "我们明天去公园。"]
 

@@ -18,9 +18,11 @@ import errno
 import hashlib
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,35 @@ from attnmt.errors import CheckpointError
 
 FORMAT_VERSION = 1
 EXPORT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+KEPT_NAME = re.compile(r"^best\.step(\d+)\.pt$")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A training run's folder: the one place that names the checkpoint files it holds."""
+
+    path: Path
+
+    @property
+    def last(self) -> Path:
+        """The newest training checkpoint, what a resume continues from."""
+        return self.path / "last.pt"
+
+    @property
+    def best(self) -> Path:
+        """The training checkpoint of the best validation so far."""
+        return self.path / "best.pt"
+
+    def kept(self, step: int) -> Path:
+        """The inference-only checkpoint of `step`, kept among the best (trainer.keep_best)."""
+        return self.path / f"best.step{step}.pt"
+
+    def kept_files(self) -> list[Path]:
+        """The `best.step{N}.pt` files the run kept, by step."""
+        kept = [p for p in Path(self.path).iterdir() if KEPT_NAME.match(p.name)]
+        return sorted(kept, key=lambda p: int(KEPT_NAME.match(p.name)[1]))  # type: ignore[index]
+
 
 # The config groups that define the model's architecture; they must match on resume.
 ARCHITECTURE_GROUPS = ("encoder", "decoder", "attention")

@@ -3,33 +3,24 @@
 The checkpoints of one run near its end sit close together in weight space; their mean is
 usually a better model than any of them (Vaswani et al. 2017 average the last checkpoints;
 Popel and Bojar 2018 measure it). A run with `trainer.keep_best=K` keeps its K best
-checkpoints by dev BLEU as `best.step{N}.pt` (`attnmt.train.checkpoint.KeptBest`);
+checkpoints by dev BLEU as `best.step{N}.pt` (`attnmt.infer.checkpoint.RunDir.kept_files`);
 `attnmt-average` averages those, or any checkpoints of one model, into a new self-contained
 file.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnmt.checkpoint import (
+from attnmt.errors import CheckpointError
+from attnmt.infer.checkpoint import (
     architecture_differences,
     export_payload,
     load_checkpoint,
     save_checkpoint,
 )
-from attnmt.errors import CheckpointError
-
-KEPT_NAME = re.compile(r"^best\.step(\d+)\.pt$")
-
-
-def kept_checkpoints(run_dir: Path) -> list[Path]:
-    """The `best.step{N}.pt` files a run kept (trainer.keep_best), by step."""
-    files = [p for p in Path(run_dir).iterdir() if KEPT_NAME.match(p.name)]
-    return sorted(files, key=lambda p: int(KEPT_NAME.match(p.name).group(1)))  # type: ignore[union-attr]
 
 
 def same_model(

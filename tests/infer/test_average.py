@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt import checkpoint as ckpt
-from attnmt.average import average_checkpoints, kept_checkpoints
 from attnmt.errors import CheckpointError
+from attnmt.infer import checkpoint as ckpt
+from attnmt.infer.average import average_checkpoints
+from attnmt.infer.checkpoint import RunDir
+from attnmt.infer.translate import Translator
 from attnmt.train.checkpoint import KeptBest
-from attnmt.translate import Translator
 
 SCRIPT = str(Path(sysconfig.get_path("scripts")) / "attnmt-average")
 SENTENCES = ["我很好。", "他走了。", "我们明天去公园。"]
@@ -31,7 +32,7 @@ def test_a_run_keeps_its_k_best_checkpoints_by_dev_bleu(trained_run):
         ((r["bleu"], -r["step"]) for r in records if r["kind"] == "validation"), reverse=True
     )
     assert len(ranked) > 3
-    kept = kept_checkpoints(trained_run)
+    kept = RunDir(trained_run).kept_files()
     assert sorted(int(p.name.split("step")[1][:-3]) for p in kept) == sorted(
         -step for _, step in ranked[:3]
     )
@@ -60,7 +61,7 @@ def test_the_average_of_a_runs_kept_checkpoints_is_their_mean_and_translates(tra
     )
     assert result.returncode == 0, result.stderr
     assert "the mean of these 3 checkpoints" in result.stdout
-    kept = [ckpt.load_checkpoint(p) for p in kept_checkpoints(trained_run)]
+    kept = [ckpt.load_checkpoint(p) for p in RunDir(trained_run).kept_files()]
     averaged = ckpt.load_checkpoint(output)
     for name, tensor in averaged["model"].items():
         if tensor.is_floating_point():
@@ -97,10 +98,10 @@ def test_kept_best_keeps_the_top_k_and_finds_them_again(trained_run, tmp_path):
     identity = {"config": saved["config"], "tokenizers": saved["tokenizers"]}
     kept = KeptBest(tmp_path, 2, identity)
     for step, bleu in [(1, 5.0), (2, 7.0), (3, 6.0), (4, 1.0), (5, 7.0)]:
-        kept.offer(step, bleu, saved["model"])
-    assert [p.name for p in kept_checkpoints(tmp_path)] == ["best.step2.pt", "best.step5.pt"]
+        kept.offer(step, bleu, {"bleu": bleu}, saved["model"])
+    assert [p.name for p in RunDir(tmp_path).kept_files()] == ["best.step2.pt", "best.step5.pt"]
     again = KeptBest(tmp_path, 2, identity)
-    again.offer(6, 6.5, saved["model"])  # not among the two best: nothing written
-    assert [p.name for p in kept_checkpoints(tmp_path)] == ["best.step2.pt", "best.step5.pt"]
-    KeptBest(tmp_path, 0, identity).offer(7, 99.0, saved["model"])  # keep_best=0: keeps none
+    again.offer(6, 6.5, {"bleu": 6.5}, saved["model"])  # not among the two best: nothing written
+    assert [p.name for p in RunDir(tmp_path).kept_files()] == ["best.step2.pt", "best.step5.pt"]
+    KeptBest(tmp_path, 0, identity).offer(7, 99.0, {}, saved["model"])  # keep_best=0: keeps none
     assert not (tmp_path / "best.step7.pt").exists()

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from attnmt.data.corpus import read_lines
 from attnmt.errors import DataError
-from attnmt.translate import SearchConfig, Translator
+from attnmt.infer.translate import SearchConfig, Translator
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def evaluate_sets(
                 f"line counts differ: {test_set.source} has {len(sources)} lines, "
                 f"{test_set.reference} has {len(references)}"
             )
-        results = translator.translate(sources, **asdict(search))
+        results = translator.translate(sources, search)
         hypotheses = [r.text for r in results]
         path = output_dir / f"{test_set.name}.hyp.{translator.tgt_lang}"
         path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 At every step each member scores the next word given its own decoder state, and the ensemble
 ranks words by the members' mean log-probability (their normalised geometric mean). The
-search (`attnmt.search`) sees an object shaped like one `Seq2Seq`: `encode`, and a `decoder`
+search (`attnmt.infer.search`) sees an object shaped like one `Seq2Seq`: `encode`, and a `decoder`
 whose `step` returns scores, attention weights (the members' mean) and the next state. The
 members must share the tokenizers, since they read the same source ids and write the same
 target ids.

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from attnmt.data.dataset import chunk_by_tokens, pad
-from attnmt.ensemble import Ensemble
+from attnmt.infer.ensemble import Ensemble
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.vocab import BOS_ID, EOS_ID
 

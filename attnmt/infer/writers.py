@@ -4,15 +4,14 @@ attention of each sentence as an .npz file or heatmap PNGs; and attnmt-score's l
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
 from attnmt.data.corpus import chunks
-from attnmt.score import PairScore
-from attnmt.translate import SearchConfig, Translation, Translator
+from attnmt.infer.score import PairScore
+from attnmt.infer.translate import SearchConfig, Translation, Translator
 
 BLOCK_LINES = 10_000  # input lines sorted by length and translated together
 
@@ -50,8 +49,7 @@ def translate_stream(
     kept: list[Translation] = []
     done = 0
     for block in chunks(lines, BLOCK_LINES):
-        options = asdict(search)
-        results = translator.translate(block, attention=keep, first_line=done + 1, **options)
+        results = translator.translate(block, search, attention=keep, first_line=done + 1)
         write_translations(results, out, search.n_best, done)
         done += len(block)
         if keep:

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from attnmt.search import beam_search, best_extensions, greedy, max_lengths, row_top_k
+from attnmt.infer.fast import row_top_k
+from attnmt.infer.search import beam_search, best_extensions, greedy, max_lengths
 from attnmt.vocab import EOS_ID
 from tests.model.test_seq2seq import batch, tiny_model
 
@@ -93,7 +94,7 @@ def test_row_top_k_in_blocks_equals_topk(width):
 
 
 def test_scores_with_a_length_penalty_are_log_p_over_the_penalty():
-    from attnmt.search import length_penalty
+    from attnmt.infer.search import length_penalty
     from attnmt.vocab import BOS_ID
 
     model, source, lengths = _model_and_source(1)

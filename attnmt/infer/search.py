@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from attnmt.ensemble import Ensemble, EnsembleState
+from attnmt.infer.ensemble import Ensemble, EnsembleState
+from attnmt.infer.fast import row_top_k
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.model.state import DecoderState
 from attnmt.vocab import BOS_ID, EOS_ID
@@ -74,28 +75,6 @@ def greedy(
         )
         for i in range(batch)
     ]
-
-
-def row_top_k(values: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """`values.topk(k, dim=-1)` of a wide (n, V) tensor, ranked in blocks: the same values
-    (equal values may come in another order), and faster than `topk` on CPU for rows of
-    thousands of words (docs/benchmarks.md has the measurement).
-
-    Cut each row into blocks of about 100. The k blocks with the best maxima hold the k best
-    values: their maxima are k values that nothing in another block beats. So rank the
-    block maxima, then only the values of those k blocks.
-    """
-    n, width = values.shape
-    divisors = (b for b in range(40, 257) if width % b == 0 and width // b >= k)
-    block = min(divisors, key=lambda b: abs(b - 100), default=None)
-    if block is None:  # no block size fits this width: rank whole rows
-        return values.topk(k, dim=-1)
-    blocks = values.view(n, width // block, block)
-    best_blocks = blocks.amax(-1).topk(k, dim=-1).indices  # (n, k)
-    rows = torch.arange(n, device=values.device).unsqueeze(1) * (width // block) + best_blocks
-    candidates = blocks.reshape(-1, block).index_select(0, rows.flatten()).view(n, k * block)
-    top, at = candidates.topk(k, dim=-1)
-    return top, best_blocks.gather(1, at // block) * block + at % block
 
 
 def best_extensions(logits: Tensor, scores: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:

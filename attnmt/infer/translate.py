@@ -1,11 +1,11 @@
 """Translating text with a trained model: the `Translator` that every tool and the service use,
-and the batching by length under it (search in `attnmt.search`)."""
+and the batching by length under it (search in `attnmt.infer.search`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +13,18 @@ import numpy as np
 import torch
 from sentencepiece import SentencePieceProcessor
 
-from attnmt.checkpoint import load_checkpoint, load_tokenizer
-from attnmt.config import in_range
+from attnmt.config import bounded, check_ranges
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
-from attnmt.ensemble import Ensemble
 from attnmt.errors import CheckpointError, ConfigError
+from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
+from attnmt.infer.ensemble import Ensemble
+from attnmt.infer.fast import once_per_distinct
+from attnmt.infer.score import PairScore, forced_log_probs
+from attnmt.infer.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.model.seq2seq import Seq2Seq, build_model
 from attnmt.runtime import pick_device
 from attnmt.runtime import quantize as quantize_model
-from attnmt.score import PairScore, forced_log_probs
-from attnmt.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.vocab import EOS_ID, EOS_PIECE
 
 log = logging.getLogger(__name__)
@@ -36,32 +37,36 @@ MAX_OUTPUT_LENGTH = 1000  # pieces; a model that never ends stops here
 @dataclass(frozen=True)
 class SearchConfig:
     """How to search: beam size (1: greedy), n-best, length limits and penalty, how long an
-    input may be (in pieces; longer ones are cut), and how many tokens a batch holds."""
+    input may be (in pieces; longer ones are cut), and how many tokens a batch holds.
 
-    beam_size: int = 5  # 1: greedy
-    n_best: int = 1  # hypotheses per sentence, best first
-    alpha: float = 1.0  # GNMT length penalty ((5 + length) / 6)^alpha
-    max_length_a: float = 1.5  # outputs stop at a * source length + b pieces
-    max_length_b: int = 10
-    max_input_length: int = 200  # longer inputs (in pieces) are cut, with a warning
-    batch_tokens: int = 4096  # padded tokens per batch
+    The one place these settings have their defaults and ranges: a tool builds one from its
+    command line, and a request or a call with settings of its own takes `changed` copy.
+    """
+
+    beam_size: int = bounded(1, MAX_BEAM_SIZE, default=5, help="1: greedy")
+    n_best: int = bounded(default=1, help="hypotheses per sentence, best first (1 to beam_size)")
+    alpha: float = bounded(default=1.0, help="GNMT length penalty ((5 + length) / 6)^alpha")
+    max_length_a: float = bounded(
+        0.0, 100.0, default=1.5, help="outputs stop at a * source length + b pieces"
+    )
+    max_length_b: int = bounded(1, MAX_OUTPUT_LENGTH, default=10, help="b of max_length_a")
+    max_input_length: int = bounded(
+        1, None, default=200, help="longer inputs (in pieces) are cut, with a warning"
+    )
+    batch_tokens: int = bounded(1, None, default=4096, help="padded tokens per batch")
 
     def __post_init__(self) -> None:
-        in_range("beam_size", self.beam_size, 1, MAX_BEAM_SIZE)
+        check_ranges(self)
         if not 1 <= self.n_best <= self.beam_size:
             raise ConfigError(f"n_best={self.n_best}: must be 1 to beam_size ({self.beam_size})")
-        in_range("max_length_a", self.max_length_a, 0.0, 100.0)
-        in_range("max_length_b", self.max_length_b, 1, MAX_OUTPUT_LENGTH)
-        in_range("max_input_length", self.max_input_length, 1, None)
-        in_range("batch_tokens", self.batch_tokens, 1, None)
 
-
-def copy_hypothesis(hypothesis: Hypothesis) -> Hypothesis:
-    """A copy that shares nothing a caller could change with the original."""
-    weights = hypothesis.attention
-    return replace(
-        hypothesis, ids=list(hypothesis.ids), attention=None if weights is None else weights.clone()
-    )
+    def changed(self, **values: Any) -> SearchConfig:
+        """A copy with `values` (a request's or a call's own settings) in place, checked
+        like the original."""
+        unknown = sorted(set(values) - {f.name for f in fields(self)})
+        if unknown:
+            raise ConfigError(f"no search setting {', '.join(unknown)}")
+        return replace(self, **values) if values else self
 
 
 @torch.no_grad()
@@ -72,21 +77,27 @@ def translate_ids(
     device: torch.device,
     keep_attention: bool = False,
 ) -> list[list[Hypothesis]]:
-    """The n-best hypotheses of each source (ids without EOS), in input order.
-
-    A source that comes more than once is searched once: search is deterministic and a
-    sentence's result does not depend on the others in its batch, so each repeat gets a copy
-    of the first one's hypotheses.
-    """
+    """The n-best hypotheses of each source (ids without EOS), in input order: sources
+    sorted by length, cut into batches of `search.batch_tokens`, each searched (greedy or
+    beam). A source that comes more than once is searched once (`fast.once_per_distinct`)."""
     model.eval()
     if not len(sources):
         return []
-    firsts: dict[tuple[int, ...], int] = {}  # each distinct source -> its index in `distinct`
-    where = [firsts.setdefault(tuple(s.tolist()), len(firsts)) for s in sources]
-    if len(firsts) < len(sources):
-        distinct = [np.asarray(ids, dtype=np.int64) for ids in firsts]
-        found = translate_ids(model, distinct, search, device, keep_attention)
-        return [[copy_hypothesis(h) for h in found[i]] for i in where]
+
+    def search_all(distinct: Sequence[np.ndarray]) -> list[list[Hypothesis]]:
+        return search_batches(model, distinct, search, device, keep_attention)
+
+    return once_per_distinct(sources, search_all)
+
+
+def search_batches(
+    model: Seq2Seq | Ensemble,
+    sources: Sequence[np.ndarray],
+    search: SearchConfig,
+    device: torch.device,
+    keep_attention: bool,
+) -> list[list[Hypothesis]]:
+    """`translate_ids` of sources that are all different."""
     lengths = np.array([len(s) + 1 for s in sources])
     results: list[list[Hypothesis]] = [[] for _ in sources]
     by_length = np.argsort(lengths, kind="stable")
@@ -145,7 +156,7 @@ class Translator:
     """A trained model with its tokenizers: text in, translations out.
 
     translator = Translator.load("best.pt", device="cpu")
-    translator.translate(["我们明天去公园。"], beam_size=5)[0].text
+    translator.translate(["我们明天去公园。"])[0].text  # beam search, SearchConfig's beam
     """
 
     def __init__(
@@ -170,7 +181,7 @@ class Translator:
         quantize: str | None = None,
     ) -> Translator:
         """The model of a checkpoint (or an export) with the tokenizers it was trained with;
-        given several checkpoints, their ensemble (`attnmt.ensemble`), which needs one pair of
+        given several checkpoints, their ensemble (`attnmt.infer.ensemble`), which needs one pair of
         tokenizers. `device`: cpu, cuda, cuda:N or auto. `quantize="int8"`: int8 weights for
         faster CPU decoding (`attnmt.runtime.quantize`)."""
         paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
@@ -221,17 +232,18 @@ class Translator:
     def translate(
         self,
         texts: Sequence[str],
-        beam_size: int = 5,
-        n_best: int = 1,
+        search: SearchConfig | None = None,
+        *,
         attention: bool = False,
         first_line: int = 1,
-        **options: Any,
+        **settings: Any,
     ) -> list[Translation]:
         """Translate raw sentences (normalised as in training), one `Translation` each, in
-        order; an empty sentence gives no hypotheses. `attention` keeps each hypothesis's
-        weights; `options` are the other fields of `SearchConfig` (alpha, max_length_a, ...).
-        `first_line` is the number of texts[0] in its input, for the warnings."""
-        search = SearchConfig(beam_size=beam_size, n_best=n_best, **options)
+        order; an empty sentence gives no hypotheses. `search` says how (default:
+        `SearchConfig()`), `settings` change some of it (beam_size=3, n_best=2, ...).
+        `attention` keeps each hypothesis's weights; `first_line` is the number of texts[0] in
+        its input, for the warnings."""
+        search = (search or SearchConfig()).changed(**settings)
         pieces = self._encode(texts)
         limit = search.max_input_length
         for i, ids in enumerate(pieces):
@@ -254,7 +266,7 @@ class Translator:
         self, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = 4096
     ) -> list[PairScore]:
         """Forced decoding: each target's log-probability given its source (both normalised
-        as in training), per piece and in total; see `attnmt.score`."""
+        as in training), per piece and in total; see `attnmt.infer.score`."""
         if len(sources) != len(targets):
             raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
         src, tgt = self._encode(sources), self._encode(targets, target=True)

@@ -1,0 +1,67 @@
+"""Inference's speed tricks, each behind a named seam and each giving exactly the output of the
+plain code it stands for; docs/benchmarks.md has what each saves.
+
+- `row_top_k`: `topk` over a wide vocabulary row, ranked in blocks: faster on CPU.
+- `once_per_distinct`: a block of input that repeats a sentence searches it once; search is
+  deterministic and a sentence's result does not depend on the others in its batch, so each
+  repeat gets a copy of the first one's hypotheses.
+
+(The model's own tricks, such as attending once for copied beam hypotheses, are in
+`attnmt.model.fast`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Hypothesis = TypeVar("Hypothesis", bound=Any)  # attnmt.infer.search.Hypothesis
+
+
+def row_top_k(values: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """`values.topk(k, dim=-1)` of a wide (n, V) tensor, ranked in blocks: the same values
+    (equal values may come in another order), and faster than `topk` on CPU for rows of
+    thousands of words (docs/benchmarks.md has the measurement).
+
+    Cut each row into blocks of about 100. The k blocks with the best maxima hold the k best
+    values: their maxima are k values that nothing in another block beats. So rank the
+    block maxima, then only the values of those k blocks.
+    """
+    n, width = values.shape
+    divisors = (b for b in range(40, 257) if width % b == 0 and width // b >= k)
+    block = min(divisors, key=lambda b: abs(b - 100), default=None)
+    if block is None:  # no block size fits this width: rank whole rows
+        return values.topk(k, dim=-1)
+    blocks = values.view(n, width // block, block)
+    best_blocks = blocks.amax(-1).topk(k, dim=-1).indices  # (n, k)
+    rows = torch.arange(n, device=values.device).unsqueeze(1) * (width // block) + best_blocks
+    candidates = blocks.reshape(-1, block).index_select(0, rows.flatten()).view(n, k * block)
+    top, at = candidates.topk(k, dim=-1)
+    return top, best_blocks.gather(1, at // block) * block + at % block
+
+
+def copy_hypothesis(hypothesis: Hypothesis) -> Hypothesis:
+    """A copy that shares nothing a caller could change with the original."""
+    weights = hypothesis.attention
+    return replace(
+        hypothesis, ids=list(hypothesis.ids), attention=None if weights is None else weights.clone()
+    )
+
+
+def once_per_distinct(
+    sources: Sequence[np.ndarray],
+    search: Callable[[Sequence[np.ndarray]], list[list[Hypothesis]]],
+) -> list[list[Hypothesis]]:
+    """`search(sources)`, with each distinct source searched once and its repeats given
+    copies of its hypotheses."""
+    firsts: dict[tuple[int, ...], int] = {}  # each distinct source -> its index in `distinct`
+    where = [firsts.setdefault(tuple(s.tolist()), len(firsts)) for s in sources]
+    if len(firsts) == len(sources):
+        return search(sources)
+    found = search([np.asarray(ids, dtype=np.int64) for ids in firsts])
+    return [[copy_hypothesis(h) for h in found[i]] for i in where]

@@ -1,0 +1,98 @@
+"""The output layer and the cross-entropy together, a block of target positions at a time.
+
+A speed and memory seam under `attnmt.train.loss`: a batch's logits (tokens x vocabulary, the
+largest tensors of a step) never exist whole, and the gradient of each block is formed while
+its logits are at hand, so the backward pass has nothing of them to keep
+(docs/benchmarks.md has what it saves). `linear_cross_entropy` equals
+`F.cross_entropy(F.linear(inputs, weight, bias).float(), target, reduction="sum", ...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+# Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
+# Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
+BLOCK_ROWS = 1024
+
+
+def linear_cross_entropy(
+    inputs: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    target: Tensor,
+    label_smoothing: float,
+    rows: int = BLOCK_ROWS,
+) -> Tensor:
+    """sum_n CE(inputs_n W^T + b, target_n) with label smoothing, in blocks of `rows`: equal to
+    `F.cross_entropy(F.linear(inputs, weight, bias).float(), target, reduction="sum", ...)`
+    (under autocast the products run in its type, the softmax in fp32, as there)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (inputs, weight, bias)):
+        return _LinearCrossEntropy.apply(inputs, weight, bias, target, label_smoothing, rows)
+    x, w, b = _compute_type(inputs, weight, bias)
+    total = torch.zeros((), dtype=torch.float32, device=inputs.device)
+    with _autocast_off(inputs):
+        for start in range(0, len(x), rows):
+            logits = torch.addmm(b, x[start : start + rows], w.t()).float()
+            total += F.cross_entropy(
+                logits,
+                target[start : start + rows],
+                label_smoothing=label_smoothing,
+                reduction="sum",
+            )
+    return total
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """The loss with its gradients formed block by block in the forward pass; backward only
+    scales them. The softmax of each block is computed once and becomes its gradient in place:
+    d loss / d logits = softmax - q, q = (1 - s) onehot(target) + s / V."""
+
+    @staticmethod
+    def forward(ctx, inputs, weight, bias, target, smoothing, rows):  # noqa: ANN001, ANN205
+        x, w, b = _compute_type(inputs, weight, bias)
+        vocab = w.shape[0]
+        total = torch.zeros((), dtype=torch.float32, device=x.device)
+        grad_x = torch.empty_like(x)
+        grad_w = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
+        grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
+        with _autocast_off(inputs):
+            for start in range(0, len(x), rows):
+                xs, ts = x[start : start + rows], target[start : start + rows, None]
+                probs = torch.addmm(b, xs, w.t()).float().log_softmax(-1)
+                picked = probs.gather(1, ts)
+                total -= (1 - smoothing) * picked.sum() + smoothing / vocab * probs.sum()
+                probs.exp_()
+                probs.scatter_(1, ts, probs.gather(1, ts) - (1 - smoothing))
+                if smoothing:
+                    probs -= smoothing / vocab
+                grad = probs.to(x.dtype)
+                torch.mm(grad, w, out=grad_x[start : start + rows])
+                grad_w += torch.mm(grad.t(), xs)
+                grad_b += probs.sum(0)
+        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        ctx.dtypes = inputs.dtype, weight.dtype, bias.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total):  # noqa: ANN001, ANN205
+        grads = (g * grad_total for g in ctx.saved_tensors)
+        gx, gw, gb = (g.to(dtype) for g, dtype in zip(grads, ctx.dtypes, strict=True))
+        return gx, gw, gb, None, None, None
+
+
+def _compute_type(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """`tensors` in autocast's type where autocast is on for their device (else as they are)."""
+    kind = tensors[0].device.type
+    if not torch.is_autocast_enabled(kind):
+        return tensors
+    dtype = torch.get_autocast_dtype(kind)
+    return tuple(t.to(dtype) for t in tensors)
+
+
+def _autocast_off(like: Tensor) -> contextlib.AbstractContextManager:
+    return torch.autocast(like.device.type, enabled=False)
