@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attnmt.cli.align import AlignOptions
 from attnmt.cli.average import AverageOptions
 from attnmt.cli.common import tool_config
 from attnmt.cli.evaluate import EvaluateOptions
@@ -39,6 +40,7 @@ TOOLS = {
     "serve": (ServeOptions, ["ckpt=x.pt"]),
     "score": (ScoreOptions, ["ckpt=x.pt", "source=s.txt", "target=t.txt"]),
     "average": (AverageOptions, ["ckpt=[a.pt,b.pt]", "output=y.pt"]),
+    "align": (AlignOptions, ["ckpt=x.pt", "source=s.txt", "target=t.txt"]),
 }
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -90,7 +92,8 @@ def test_multihead_attention_keys(key, value):
 @pytest.mark.parametrize("tool", TOOLS)
 def test_tool_keys(tool):
     options, required = TOOLS[tool]
-    keys = [f.name for f in dataclasses.fields(options)]  # the yaml's and the search's
+    fields = [f.name for f in dataclasses.fields(options) if f.name != "search"]  # the yaml's
+    keys = fields + list(getattr(options, "search_keys", ()))  # and the search settings
 
     @FAST
     @given(key=st.sampled_from(keys), value=ODD_VALUES)

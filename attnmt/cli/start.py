@@ -53,3 +53,7 @@ def average() -> None:
 
 def score() -> None:
     _start("score")
+
+
+def align() -> None:
+    _start("align")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from attnmt.cli.common import ModelToolOptions, run_tool
-from attnmt.config import output_path
+from attnmt.config import in_range, output_path
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import SearchConfig, Translator
@@ -30,6 +30,14 @@ class TranslateOptions(ModelToolOptions):
     output: str | None
     attention: str | None
     plot: str | None
+    alignment: str | None
+    threshold: float | None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.alignment not in (None, "hard"):
+            raise ConfigError(f"alignment={self.alignment!r}: null or hard")
+        in_range("threshold", self.threshold, 0.0, 1.0)
 
 
 def main() -> None:
@@ -47,20 +55,24 @@ def run(cfg: TranslateOptions) -> None:
     attention = output_path(cfg.attention, "attention") if cfg.attention else None
     plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
     translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
+    align = cfg.alignment == "hard"
 
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout
         if cfg.input is None and sys.stdin.isatty():  # interactive: a line in, a line out
             print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
             for number, line in enumerate(sys.stdin):
-                results = translator.translate([line.rstrip("\n")], search)
-                write_translations(results, out, search.n_best, number)
+                text = line.rstrip("\n")
+                results = translator.translate([text], search, attention=align)
+                links = [translator.links(text, results[0], cfg.threshold)] if align else None
+                write_translations(results, out, search.n_best, number, links)
                 out.flush()
             return
         source = (
             read_lines(Path(cfg.input)) if cfg.input else decode_lines(sys.stdin.buffer, "<stdin>")
         )
-        results = translate_stream(translator, source, search, out, bool(attention or plot))
+        keep = bool(attention or plot)
+        results = translate_stream(translator, source, search, out, keep, align, cfg.threshold)
     if attention:
         save_attention(results, attention)
     if plot:

@@ -9,7 +9,8 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 
 from attnmt.data.corpus import read_lines
-from attnmt.errors import DataError
+from attnmt.errors import ConfigError, DataError
+from attnmt.infer.align import AER, GoldPair, aer, flip, read_links, read_pairs, units
 from attnmt.infer.translate import SearchConfig, Translator
 
 
@@ -97,3 +98,59 @@ def evaluate_sets(
             }
         )
     return entries
+
+
+@dataclass
+class GoldSet:
+    """A gold word-alignment set (data/alignments/): NAME.SRC and NAME.TGT, one sentence a
+    line, and NAME.SRC-TGT.gold, their sure (i-j) and possible (ipj) links at the units of
+    `attnmt.infer.align`."""
+
+    name: str
+    src_lang: str
+    tgt_lang: str
+    sources: list[str]
+    targets: list[str]
+    pairs: list[GoldPair]
+
+    @classmethod
+    def read(cls, folder: Path) -> GoldSet:
+        """The one gold set in `folder`, its links checked against its sentences' units."""
+        found = sorted(Path(folder).glob("*.gold"))
+        if len(found) != 1:
+            raise DataError(f"{folder}: expected one NAME.SRC-TGT.gold file, found {len(found)}")
+        path = found[0]
+        name, _, langs = path.stem.rpartition(".")
+        src_lang, _, tgt_lang = langs.partition("-")
+        if not (name and src_lang and tgt_lang):
+            raise DataError(f"{path}: name it NAME.SRC-TGT.gold (e.g. test.zh-en.gold)")
+        sources, targets = read_pairs(
+            path.with_name(f"{name}.{src_lang}"), path.with_name(f"{name}.{tgt_lang}")
+        )
+        counts = (
+            [len(units(s, src_lang)) for s in sources],
+            [len(units(t, tgt_lang)) for t in targets],
+        )
+        return cls(name, src_lang, tgt_lang, sources, targets, read_links(path, *counts))
+
+
+def alignment_error(
+    translator: Translator,
+    gold: GoldSet,
+    threshold: float | None = None,
+    batch_tokens: int = 4096,
+) -> AER:
+    """The AER of the translator's attention alignments of the gold pairs. A model of the
+    other direction aligns them the other way round; its links are flipped to be scored."""
+    languages = (translator.src_lang, translator.tgt_lang)
+    if languages == (gold.src_lang, gold.tgt_lang):
+        links = translator.align(gold.sources, gold.targets, threshold, batch_tokens)
+    elif languages == (gold.tgt_lang, gold.src_lang):
+        found = translator.align(gold.targets, gold.sources, threshold, batch_tokens)
+        links = [flip(pair) for pair in found]
+    else:
+        raise ConfigError(
+            f"the model translates {languages[0]}->{languages[1]}, the gold set "
+            f"{gold.name} is {gold.src_lang}-{gold.tgt_lang}"
+        )
+    return aer(links, gold.pairs)

@@ -38,7 +38,6 @@ class PairScore:
         return self.log_prob / len(self.token_log_probs)
 
 
-@torch.no_grad()
 def forced_log_probs(
     model: Seq2Seq | Ensemble,
     sources: Sequence[np.ndarray],
@@ -49,9 +48,23 @@ def forced_log_probs(
     """Each target's per-piece log-probabilities (EOS last) given its source (ids without
     EOS), in input order, batched by length up to `batch_tokens` padded tokens. An ensemble
     gives its members' mean."""
+    return [lp for lp, _ in forced_decode(model, sources, targets, batch_tokens, device)]
+
+
+@torch.no_grad()
+def forced_decode(
+    model: Seq2Seq | Ensemble,
+    sources: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    batch_tokens: int,
+    device: torch.device,
+    keep_attention: bool = False,
+) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """`forced_log_probs`, and with `keep_attention` each pair's attention weights as well:
+    (target pieces + EOS) x (source pieces + EOS), an ensemble's the mean of its members'."""
     model.eval()
     sizes = np.array([max(len(s), len(t)) + 1 for s, t in zip(sources, targets, strict=True)])
-    results: list[np.ndarray] = [np.zeros(0)] * len(sources)
+    results: list[tuple[np.ndarray, np.ndarray | None]] = [(np.zeros(0), None)] * len(sources)
     for indices in chunk_by_tokens(np.argsort(sizes, kind="stable"), sizes, batch_tokens):
         source = pad([sources[i] for i in indices], None, EOS_ID).to(device)
         lengths = torch.tensor([len(sources[i]) + 1 for i in indices])
@@ -59,10 +72,19 @@ def forced_log_probs(
         previous = pad(chosen, BOS_ID, None).to(device)
         target = pad(chosen, None, EOS_ID).to(device)
         members = model.members if isinstance(model, Ensemble) else [model]
+        outputs = [m(source, lengths, previous) for m in members]  # (features, weights) each
         log_probs = torch.stack(
-            [m.logits(m(source, lengths, previous)[0]).float().log_softmax(-1) for m in members]
+            [
+                m.logits(features).float().log_softmax(-1)
+                for m, (features, _) in zip(members, outputs, strict=True)
+            ]
         ).mean(0)
         picked = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu().numpy()
+        weights = None
+        if keep_attention:
+            weights = torch.stack([w.float() for _, w in outputs]).mean(0).cpu().numpy()
         for row, index in enumerate(indices.tolist()):
-            results[index] = picked[row, : len(targets[index]) + 1]
+            rows, columns = len(targets[index]) + 1, len(sources[index]) + 1
+            kept = None if weights is None else weights[row, :rows, :columns]
+            results[index] = (picked[row, :rows], kept)
     return results

@@ -17,10 +17,11 @@ from attnmt.config import bounded, check_ranges
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
 from attnmt.errors import CheckpointError, ConfigError
+from attnmt.infer.align import Link, Side, links_from_attention
 from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.fast import once_per_distinct
-from attnmt.infer.score import PairScore, forced_log_probs
+from attnmt.infer.score import PairScore, forced_decode, forced_log_probs
 from attnmt.infer.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.model.seq2seq import Seq2Seq, build_model
 from attnmt.runtime import pick_device
@@ -281,6 +282,54 @@ class Translator:
             PairScore([*map(self.target_sp.id_to_piece, ids), EOS_PIECE], lp.tolist())
             for ids, lp in zip(tgt, found, strict=True)
         ]
+
+    def align(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        threshold: float | None = None,
+        batch_tokens: int = 4096,
+    ) -> list[list[Link]]:
+        """Word alignments of given pairs from the model's attention under forced decoding:
+        per pair, (source unit, target unit) links (`attnmt.infer.align`; an ensemble uses
+        the mean attention). Both sides are normalised as in training."""
+        if len(sources) != len(targets):
+            raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
+        src = [
+            Side.encoded(self.source_sp, normalize(t, self.src_lang), self.src_lang)
+            for t in sources
+        ]
+        tgt = [
+            Side.encoded(self.target_sp, normalize(t, self.tgt_lang), self.tgt_lang)
+            for t in targets
+        ]
+        found = forced_decode(
+            self.model,
+            [np.array(ids, dtype=np.int64) for ids, _ in src],
+            [np.array(ids, dtype=np.int64) for ids, _ in tgt],
+            batch_tokens,
+            self.device,
+            keep_attention=True,
+        )
+        return [
+            links_from_attention(weights, source, target, threshold)
+            for (_, source), (_, target), (_, weights) in zip(src, tgt, found, strict=True)
+        ]
+
+    def links(
+        self, text: str, translation: Translation, threshold: float | None = None
+    ) -> list[list[Link]]:
+        """The hard links of each hypothesis of `translation` (translated with `attention`)
+        of source `text`, from its attention."""
+        source = Side.encoded(self.source_sp, normalize(text, self.src_lang), self.src_lang)[1]
+        source.piece_units = source.piece_units[: len(translation.source_pieces) - 1]  # cut
+        found = []
+        for hypothesis in translation.hypotheses:
+            ids = [self.target_sp.piece_to_id(p) for p in hypothesis.target_pieces]
+            ids = ids[:-1] if hypothesis.target_pieces[-1:] == [EOS_PIECE] else ids
+            target = Side.decoded(self.target_sp, ids, self.tgt_lang)
+            found.append(links_from_attention(hypothesis.attention, source, target, threshold))
+        return found
 
     def _encode(self, texts: Sequence[str], target: bool = False) -> list[list[int]]:
         """Raw sentences of the source (or target) language -> their piece ids, normalised

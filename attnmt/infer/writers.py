@@ -10,6 +10,7 @@ from typing import TextIO
 import numpy as np
 
 from attnmt.data.corpus import chunks
+from attnmt.infer.align import Link, format_links
 from attnmt.infer.score import PairScore
 from attnmt.infer.translate import SearchConfig, Translation, Translator
 
@@ -17,16 +18,23 @@ BLOCK_LINES = 10_000  # input lines sorted by length and translated together
 
 
 def write_translations(
-    results: Sequence[Translation], out: TextIO, n_best: int, first: int = 0
+    results: Sequence[Translation],
+    out: TextIO,
+    n_best: int,
+    first: int = 0,
+    links: Sequence[Sequence[Sequence[Link]]] | None = None,
 ) -> None:
     """One line per input; with n_best > 1, 'line ||| text ||| score' rows, best first, lines
-    counted from `first` (0 for the first input line)."""
-    for number, result in enumerate(results, start=first):
+    counted from `first` (0 for the first input line). With `links` (per input, per
+    hypothesis), each line or row ends with ' ||| i-j ...' (Marian's convention)."""
+    for k, result in enumerate(results):
+        aligned = [f" ||| {format_links(found)}" for found in links[k]] if links else None
         if n_best == 1:
-            out.write(result.text + "\n")
+            out.write(result.text + (aligned[0] if aligned else " ||| " if links else "") + "\n")
             continue
-        for hypothesis in result.hypotheses:
-            out.write(f"{number} ||| {hypothesis.text} ||| {hypothesis.score:.4f}\n")
+        for h, hypothesis in enumerate(result.hypotheses):
+            row = f"{first + k} ||| {hypothesis.text} ||| {hypothesis.score:.4f}"
+            out.write(row + (aligned[h] if aligned else "") + "\n")
 
 
 def write_scores(scores: Sequence[PairScore], out: TextIO) -> None:
@@ -42,15 +50,21 @@ def translate_stream(
     search: SearchConfig,
     out: TextIO,
     keep: bool = False,
+    align: bool = False,
+    threshold: float | None = None,
 ) -> list[Translation]:
     """Translate `lines` a block of BLOCK_LINES at a time, writing each block's translations
-    before reading the next, so an input of any size streams through. Returns the translations
-    (with their attention) only when `keep`."""
+    before reading the next, so an input of any size streams through; with `align`, each
+    with its hard alignment (`Translator.links`). Returns the translations (with their
+    attention) only when `keep`."""
     kept: list[Translation] = []
     done = 0
     for block in chunks(lines, BLOCK_LINES):
-        results = translator.translate(block, search, attention=keep, first_line=done + 1)
-        write_translations(results, out, search.n_best, done)
+        results = translator.translate(block, search, attention=keep or align, first_line=done + 1)
+        links = None
+        if align:
+            links = [translator.links(t, r, threshold) for t, r in zip(block, results, strict=True)]
+        write_translations(results, out, search.n_best, done, links)
         done += len(block)
         if keep:
             kept.extend(results)

@@ -1,0 +1,300 @@
+"""Word alignments from attention, and how well they match a gold set (AER).
+
+Alignment units, the same for the model, the gold set and the statistical aligner:
+
+- Chinese: one unit per character; a run of ASCII letters or digits is one unit;
+- other languages: the words of sacrebleu's 13a tokenization (punctuation split off).
+
+Both are counted on the text as given (normalised as in training). A SentencePiece piece
+covers some characters of that text; it maps to every unit it overlaps (a piece that covers
+only a space maps to the unit after it). From a target-by-source attention matrix over pieces
+(EOS row and column left out), the matrix over units is:
+
+    U[j, i] = mean over the target pieces p of unit j of ( sum over the source pieces q that
+              overlap unit i of A[p, q] )
+
+so a source piece covering several units passes its whole weight to each, and a target unit
+takes the mean of the rows of the decoder steps that emit its pieces. Hard links: each target
+unit j links to argmax_i U[j, i], and with `threshold`, also to every i with U[j, i] >=
+threshold. Rows need not sum to 1 (local attention): only their order counts.
+
+Links are written in the Pharaoh format of fast_align and eflomal: `i-j` per link, 0-based,
+i the source unit, j the target unit; a gold set adds `ipj` for possible links.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from sentencepiece import SentencePieceProcessor
+
+from attnmt.errors import DataError
+
+Link = tuple[int, int]  # (source unit, target unit)
+_CHINESE_UNIT = re.compile(r"[A-Za-z0-9]+|\S")
+_TOKENIZE_13A = Tokenizer13a()
+BOOTSTRAP_SAMPLES = 1000
+
+
+def unit_spans(text: str, lang: str) -> list[tuple[int, int]]:
+    """The alignment units of `text` as (start, end) character offsets, in order."""
+    if lang == "zh":
+        return [m.span() for m in _CHINESE_UNIT.finditer(text)]
+    spans, at = [], 0
+    for word in _TOKENIZE_13A(text).split():
+        start = text.find(word, at)
+        if start < 0:  # 13a rewrote it (an escaped entity): an empty span where we are
+            spans.append((at, at))
+            continue
+        at = start + len(word)
+        spans.append((start, at))
+    return spans
+
+
+def units(text: str, lang: str) -> list[str]:
+    """The alignment units of `text` (Chinese characters and Latin runs, or 13a words)."""
+    return [text[start:end] for start, end in unit_spans(text, lang)]
+
+
+def piece_spans(sp: SentencePieceProcessor, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """The piece ids of `text` and the character span of each piece in it."""
+    encoded = sp.encode(text, return_type="proto")
+    byte_to_char = np.zeros(len(text.encode("utf-8")) + 1, dtype=np.int64)
+    at = 0
+    for index, char in enumerate(text):
+        width = len(char.encode("utf-8"))
+        byte_to_char[at : at + width] = index
+        at += width
+    byte_to_char[at] = len(text)
+    pieces = encoded.pieces
+    return [p.id for p in pieces], [
+        (int(byte_to_char[p.begin]), int(byte_to_char[p.end])) for p in pieces
+    ]
+
+
+def decoded_spans(
+    sp: SentencePieceProcessor, ids: Sequence[int]
+) -> tuple[str, list[tuple[int, int]]]:
+    """The text of piece `ids` (as `sp.decode` writes it) and each piece's span in it."""
+    text = sp.decode(list(ids))
+    ends = [len(sp.decode(list(ids[: k + 1]))) for k in range(len(ids))]
+    return text, list(zip([0, *ends[:-1]], ends, strict=True))
+
+
+def piece_to_unit(
+    pieces: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]
+) -> np.ndarray:
+    """(pieces, units) 0/1 matrix: which units each piece covers. A piece that overlaps no
+    unit (a lone space) takes the next unit, if any."""
+    matrix = np.zeros((len(pieces), len(spans)), dtype=np.float32)
+    for p, (start, end) in enumerate(pieces):
+        covered = [u for u, (s, e) in enumerate(spans) if s < end and start < e]
+        if not covered:
+            covered = [u for u, (s, _) in enumerate(spans) if s >= start][:1]
+        matrix[p, covered] = 1.0
+    return matrix
+
+
+def unit_attention(
+    weights: np.ndarray, source_map: np.ndarray, target_map: np.ndarray
+) -> np.ndarray:
+    """U (target units, source units) from piece attention `weights` (target pieces x source
+    pieces; extra rows and columns, such as EOS, are cut) and the piece-to-unit maps."""
+    pieces = weights[: target_map.shape[0], : source_map.shape[0]]
+    summed = pieces @ source_map  # (target pieces, source units)
+    counts = target_map.sum(0)  # pieces per target unit
+    return (target_map.T @ summed) / np.maximum(counts, 1)[:, None]
+
+
+@dataclass
+class Side:
+    """One side of a sentence pair as alignment sees it: its text and which of its units
+    each piece covers ((pieces, units) 0/1)."""
+
+    text: str
+    piece_units: np.ndarray
+
+    @classmethod
+    def encoded(cls, sp: SentencePieceProcessor, text: str, lang: str) -> tuple[list[int], Side]:
+        """The piece ids of `text` and its side."""
+        ids, spans = piece_spans(sp, text)
+        return ids, cls(text, piece_to_unit(spans, unit_spans(text, lang)))
+
+    @classmethod
+    def decoded(cls, sp: SentencePieceProcessor, ids: Sequence[int], lang: str) -> Side:
+        """The side of a model's output `ids` (without EOS), its text as decoded."""
+        text, spans = decoded_spans(sp, ids)
+        return cls(text, piece_to_unit(spans, unit_spans(text, lang)))
+
+
+def links_from_attention(
+    weights: np.ndarray, source: Side, target: Side, threshold: float | None = None
+) -> list[Link]:
+    """The hard links of one pair from its piece attention (target x source, EOS included)."""
+    return hard_links(unit_attention(weights, source.piece_units, target.piece_units), threshold)
+
+
+def hard_links(unit_weights: np.ndarray, threshold: float | None = None) -> list[Link]:
+    """Each target unit's link to its heaviest source unit, and with `threshold` to every
+    source unit at least that heavy; units with no weight at all stay unlinked."""
+    links = set()
+    for j, row in enumerate(unit_weights):
+        if not row.size or row.max() <= 0:
+            continue
+        links.add((int(row.argmax()), j))
+        if threshold is not None:
+            links.update((int(i), j) for i in np.flatnonzero(row >= threshold))
+    return sorted(links)
+
+
+def format_links(links: Iterable[Link], possible: Iterable[Link] = ()) -> str:
+    """Pharaoh: 'i-j' for each link, 'ipj' for each possible one."""
+    words = [f"{i}-{j}" for i, j in sorted(links)] + [f"{i}p{j}" for i, j in sorted(possible)]
+    return " ".join(words)
+
+
+def flip(links: Iterable[Link]) -> list[Link]:
+    """The links of the other direction (i-j becomes j-i)."""
+    return sorted((j, i) for i, j in links)
+
+
+@dataclass
+class GoldPair:
+    """One pair's gold links: sure ones and possible ones (the possible include the sure)."""
+
+    sure: set[Link]
+    possible: set[Link]
+
+
+def read_links(
+    path: Path,
+    source_counts: Sequence[int] | None = None,
+    target_counts: Sequence[int] | None = None,
+) -> list[GoldPair]:
+    """A Pharaoh file, one line per pair ('i-j' sure, 'ipj' possible; an empty line: no
+    links). With unit counts, an index past its sentence is refused, naming file and line."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    counts = (source_counts, target_counts) if source_counts and target_counts else None
+    if source_counts is not None and len(lines) != len(source_counts):
+        raise DataError(f"{path}: {len(lines)} lines, but {len(source_counts)} sentence pairs")
+    pairs = []
+    for number, line in enumerate(lines, start=1):
+        sure, possible = set(), set()
+        for word in line.split():
+            match = re.fullmatch(r"(\d+)([-p])(\d+)", word)
+            if not match:
+                raise DataError(f"{path}, line {number}: {word!r} is not i-j or ipj")
+            link = (int(match[1]), int(match[3]))
+            if counts and (link[0] >= counts[0][number - 1] or link[1] >= counts[1][number - 1]):
+                raise DataError(
+                    f"{path}, line {number}: {word} is past the sentence pair's "
+                    f"{counts[0][number - 1]} source and {counts[1][number - 1]} target units"
+                )
+            possible.add(link)
+            if match[2] == "-":
+                sure.add(link)
+        pairs.append(GoldPair(sure, possible))
+    return pairs
+
+
+def read_pairs(source: Path, target: Path) -> tuple[list[str], list[str]]:
+    """Two files of one sentence a line, of equal length, with no empty line."""
+    sides = []
+    for path in (source, target):
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such file") from None
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path}: not UTF-8 ({error.reason})") from None
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                raise DataError(f"{path}, line {number}: an empty line; one sentence a line")
+        sides.append(lines)
+    if len(sides[0]) != len(sides[1]):
+        raise DataError(
+            f"{source} has {len(sides[0])} lines but {target} has {len(sides[1])}: "
+            "the pairs files must be line by line"
+        )
+    return sides[0], sides[1]
+
+
+@dataclass(frozen=True)
+class AER:
+    """Alignment error rate over a set, with a bootstrap 95% interval over its pairs."""
+
+    aer: float
+    low: float
+    high: float
+    precision: float  # |A ∩ P| / |A|
+    recall: float  # |A ∩ S| / |S|
+
+
+def aer(predicted: Sequence[Iterable[Link]], gold: Sequence[GoldPair], seed: int = 0) -> AER:
+    """AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|), counts summed over all pairs (Och and Ney
+    2003); the interval from BOOTSTRAP_SAMPLES resamplings of the pairs."""
+    if len(predicted) != len(gold):
+        raise DataError(f"{len(predicted)} predicted alignments for {len(gold)} gold pairs")
+    counts = np.array(
+        [
+            (len(a & g.sure), len(a & g.possible), len(a), len(g.sure))
+            for a, g in ((set(p), g) for p, g in zip(predicted, gold, strict=True))
+        ],
+        dtype=np.float64,
+    ).reshape(-1, 4)
+
+    def rate(rows: np.ndarray) -> float:
+        sure, possible, found, gold_sure = rows.sum(0)
+        return 1.0 - (sure + possible) / max(found + gold_sure, 1.0)
+
+    draws = np.random.default_rng(seed).integers(0, len(counts), (BOOTSTRAP_SAMPLES, len(counts)))
+    rates = np.array([rate(counts[d]) for d in draws]) if len(counts) else np.zeros(1)
+    sure, possible, found, gold_sure = counts.sum(0)
+    return AER(
+        rate(counts),
+        float(np.percentile(rates, 2.5)),
+        float(np.percentile(rates, 97.5)),
+        possible / max(found, 1.0),
+        sure / max(gold_sure, 1.0),
+    )
+
+
+def grow_diag_final_and(forward: Iterable[Link], backward: Iterable[Link]) -> list[Link]:
+    """Symmetrise two directional alignments (both as source-target links) as Koehn et al.'s
+    grow-diag-final-and: start from their intersection, add union links next to (or
+    diagonal to) a link while either word is still unaligned, then union links whose both
+    words are still unaligned."""
+    forward, backward = set(forward), set(backward)
+    union = forward | backward
+    links = forward & backward
+    sources, targets = {i for i, _ in links}, {j for _, j in links}
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+
+    def add(link: Link) -> None:
+        links.add(link)
+        sources.add(link[0])
+        targets.add(link[1])
+
+    grown = True
+    while grown:
+        grown = False
+        for i, j in sorted(links):
+            for di, dj in neighbours:
+                new = (i + di, j + dj)
+                if (
+                    new in union
+                    and new not in links
+                    and (new[0] not in sources or new[1] not in targets)
+                ):
+                    add(new)
+                    grown = True
+    for directional in (forward, backward):  # final-and
+        for i, j in sorted(directional):
+            if i not in sources and j not in targets:
+                add((i, j))
+    return sorted(links)
