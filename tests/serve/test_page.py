@@ -1,6 +1,6 @@
 """The web page in a real browser: headless Chromium types a sentence and reads the heatmap.
 
-Needs Debian's chromium and chromium-driver (.ci/run installs them) and Python's selenium;
+Needs Debian's chromium and chromium-driver (make install installs them) and Python's selenium;
 skipped with the reason where they are missing. The screenshot goes to
 test-artifacts/serve_page.png at the top of the checkout.
 """
