@@ -28,6 +28,10 @@ $(VENV)/.installed: pyproject.toml
 	@fc-list 2>/dev/null | grep -qi "CJK" || ( command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null ) \
 	  || echo "warning: could not install fonts-noto-cjk: Chinese in heatmaps will show as boxes"
+	@# Chromium and its driver, for the browser test of attnmt-serve's page (skipped without).
+	@( command -v chromium && command -v chromedriver ) >/dev/null 2>&1 || ( command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null ) \
+	  || echo "warning: could not install chromium and chromium-driver: the browser test will be skipped"
 	touch $@
 
 data: install

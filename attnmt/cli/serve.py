@@ -1,17 +1,33 @@
 """attnmt-serve ckpt=PATH: serve a trained model over HTTP (see attnmt/serve/app.py)."""
 
+import ipaddress
 import logging
+import os
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import MAX_BEAM_SIZE, Translator
 from attnmt.runtime import keep_freed_memory, set_threads
-from attnmt.serve.app import Limits, create_app
+from attnmt.serve.app import Limits, ServiceConfig, body_bytes, create_app
 
 log = logging.getLogger("attnmt")
+
+TOKEN_VARIABLE = "ATTNMT_SERVE_TOKEN"
+MIN_TOKEN_LENGTH = 16
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` serves this machine only (a name other than localhost counts as not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +42,11 @@ class ServeOptions(ModelToolOptions):
     max_sentences: int
     max_chars: int
     max_beam_size: int
+    max_body_bytes: int | None
+    max_queue: int
+    read_timeout_s: float
+    token_file: str | None
+    public: bool
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -37,6 +58,37 @@ class ServeOptions(ModelToolOptions):
             in_range(key, getattr(self, key), 1, None)
         in_range("max_beam_size", self.max_beam_size, 1, MAX_BEAM_SIZE)
         in_range("beam_size", self.search.beam_size, 1, self.max_beam_size)
+        in_range("max_body_bytes", self.max_body_bytes, 1, None)
+        if self.max_queue < self.max_sentences:  # a full request would never fit
+            raise ConfigError(
+                f"max_queue={self.max_queue}: must be at least max_sentences ({self.max_sentences})"
+            )
+        in_range("read_timeout_s", self.read_timeout_s, 0.1, 3600)
+        if not (self.token() or self.public or is_loopback(self.host)):
+            raise ConfigError(
+                f"host={self.host} serves beyond this machine: set {TOKEN_VARIABLE} or "
+                "token_file=PATH to require a token, or public=true to serve anyone"
+            )
+
+    def token(self) -> str | None:
+        """The token every /v1 request must carry: token_file's first line, else the
+        environment's ATTNMT_SERVE_TOKEN; None where neither is set."""
+        if self.token_file is not None:
+            key, path = "token_file", Path(self.token_file)
+            try:
+                token = path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as error:
+                raise ConfigError(f"token_file={path}: cannot read it ({error})") from None
+        else:
+            key, token = TOKEN_VARIABLE, os.environ.get(TOKEN_VARIABLE)
+            if token is None:
+                return None
+        if len(token) < MIN_TOKEN_LENGTH or not token.isascii() or not token.isprintable():
+            raise ConfigError(
+                f"{key}: the token must be at least {MIN_TOKEN_LENGTH} printable ASCII characters "
+                "on one line (python -c 'import secrets; print(secrets.token_urlsafe())')"
+            )
+        return token
 
 
 def main() -> None:
@@ -47,20 +99,35 @@ def run(cfg: ServeOptions) -> None:
     """Load the model, then serve until SIGINT or SIGTERM (requests in flight are answered)."""
     import uvicorn
 
+    from attnmt.serve.protocol import with_header_timeout
+
     set_threads(cfg.threads)
     keep_freed_memory()
     translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
-    limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size)
-    app = create_app(translator, cfg.search, limits, cfg.max_wait_ms, cfg.max_batch_sentences)
+    max_body_bytes = cfg.max_body_bytes or body_bytes(cfg.max_sentences, cfg.max_chars)
+    limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, max_body_bytes)
+    token = cfg.token()
+    service = ServiceConfig(
+        cfg.max_wait_ms, cfg.max_batch_sentences, cfg.max_queue, cfg.read_timeout_s, token
+    )
+    app = create_app(translator, cfg.search, limits, service)
     log.info(
-        "serving %s (%s -> %s) on http://%s:%d/",
+        "serving %s (%s -> %s) on http://%s:%d/%s",
         cfg.ckpt,
         translator.src_lang,
         translator.tgt_lang,
         cfg.host,
         cfg.port,
+        " (requests need the token)" if token else "",
     )
-    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="info"))
+    config = uvicorn.Config(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        log_level="info",
+        http=with_header_timeout(cfg.read_timeout_s),
+    )
+    server = uvicorn.Server(config)
     # uvicorn answers the requests in flight on SIGINT/SIGTERM, then raises the signal again
     # for the handler it found: this one, so the service ends with status 0.
     stops: list[str] = []

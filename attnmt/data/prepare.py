@@ -4,7 +4,7 @@ The processed folder (one per data config, `{processed_dir}/{name}.{src}-{tgt}.{
 `{split}.{lang}` text files, the SentencePiece models, the ids (see `ids.py`) and
 `manifest.json`. It is built in a temporary sibling folder and renamed into place, so a folder
 with a manifest is always complete; a rerun whose config and input hash to the manifest's
-fingerprint does nothing.
+fingerprint does nothing. Concurrent runs of one config build it once (`folder.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from sentencepiece import SentencePieceProcessor
 from attnmt.config import output_path, to_dict
 from attnmt.data import corpus, sources
 from attnmt.data.config import PIPELINE_VERSION, DataConfig, spm_model_name
+from attnmt.data.folder import building, current_manifest, move_into_place
 from attnmt.data.ids import IdsWriter
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
@@ -241,38 +241,33 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
 def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
     """Build the processed folder of `cfg` unless it is up to date.
 
-    Returns the folder, its manifest, and whether it was (re)built.
+    One process builds while any other preparing the same folder waits for it (`folder.py`), then
+    finds it built. Returns the folder, its manifest, and whether this call (re)built it.
     """
     source = sources.source_of(cfg)
     paths = source.input_files(cfg)
     hashes = [corpus.sha256_of(p) for p in paths]
     source.check(cfg, paths, hashes)
-    folder = cfg.folder
-    manifest_path = folder / "manifest.json"
-    if manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if manifest.get("fingerprint") == fingerprint(cfg, hashes):
-            return folder, manifest, False
-        log.info("%s is out of date: rebuilding", folder)
+    folder, wanted = cfg.folder, fingerprint(cfg, hashes)
+    if manifest := current_manifest(folder, wanted):
+        return folder, manifest, False
     output_path(folder.parent, "data.processed_dir", folder=True)
-    for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)  # left by an interrupted run
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-    try:
-        manifest = _build(cfg, paths, hashes, tmp)
-        (tmp / "manifest.json").write_text(
-            json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-        if folder.exists():
-            old = folder.parent / f".{folder.name}.tmp-old"
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(folder, old)
-            os.replace(tmp, folder)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with building(folder):
+        if manifest := current_manifest(folder, wanted):
+            return folder, manifest, False  # built by the process this one waited for
+        if folder.is_dir():
+            log.info("%s is out of date: rebuilding", folder)
+        for stale in folder.parent.glob(f".{folder.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # its owner is gone: this one holds the lock
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        try:
+            manifest = _build(cfg, paths, hashes, tmp)
+            (tmp / "manifest.json").write_text(
+                json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
+            move_into_place(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return folder, manifest, True
 
 

@@ -7,7 +7,8 @@
     GET  /docs          the OpenAPI docs
 
 Every error is JSON, {"error": "..."}, naming the field at fault. No request can name a file
-or a model: the service serves the model it was started with.
+or a model: the service serves the model it was started with. Before the app, `guard.py`
+checks the token and bounds the body; the batcher sheds load past `max_queue` (503).
 """
 
 from __future__ import annotations
@@ -27,9 +28,18 @@ from starlette.exceptions import HTTPException
 
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import SearchConfig, Translation, Translator
-from attnmt.serve.batcher import Batcher
+from attnmt.serve.batcher import Batcher, Overloaded
+from attnmt.serve.guard import BodyLimit, RequireToken
 
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
+# The most JSON can spend on one character: two \uXXXX escapes (a character outside the BMP).
+JSON_BYTES_PER_CHAR = 12
+JSON_OVERHEAD_BYTES = 65_536  # keys, options, punctuation and whitespace around the sentences
+
+
+def body_bytes(max_sentences: int, max_chars: int) -> int:
+    """The largest body a request within the sentence and character limits can need."""
+    return max_sentences * max_chars * JSON_BYTES_PER_CHAR + JSON_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class Limits:
     max_sentences: int  # sentences per request
     max_chars: int  # characters per sentence
     max_beam_size: int
+    max_body_bytes: int  # the request body, counted as it arrives
 
 
 class TranslateRequest(BaseModel):
@@ -117,15 +128,25 @@ def translation_json(text: str, result: Translation, attention: bool) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ServiceConfig:
+    """How the service runs, beside what a request may ask for (configs/tools/serve.yaml
+    gives the values)."""
+
+    max_wait_ms: float  # how long a request waits for others to decode with it
+    max_batch_sentences: int  # sentences decoded together
+    max_queue: int  # sentences waiting for a batch; past that, 503
+    read_timeout_s: float  # to send a request's body (its headers: see protocol.py)
+    token: str | None  # every /v1 request must carry it, where set
+
+
 def create_app(
-    translator: Translator,
-    search: SearchConfig,
-    limits: Limits,
-    max_wait_ms: float,
-    max_batch_sentences: int,
+    translator: Translator, search: SearchConfig, limits: Limits, service: ServiceConfig
 ) -> FastAPI:
     """The service of one translator."""
-    batcher = Batcher(translator, max_wait_ms, max_batch_sentences)
+    batcher = Batcher(
+        translator, service.max_wait_ms, service.max_batch_sentences, service.max_queue
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -154,6 +175,10 @@ def create_app(
     @app.exception_handler(RequestError)
     async def refused(_request: Request, error: RequestError) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status)
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(_request: Request, error: Overloaded) -> JSONResponse:
+        return JSONResponse({"error": str(error)}, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(HTTPException)
     async def http_error(_request: Request, error: HTTPException) -> JSONResponse:
@@ -190,4 +215,7 @@ def create_app(
             return JSONResponse({"error": f"no such file: {name}"}, status_code=404)
         return Response(assets[name], media_type=f"{STATIC[name]}; charset=utf-8")
 
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=service.read_timeout_s)
+    if service.token is not None:  # (added last: runs first, before any body is read)
+        app.add_middleware(RequireToken, token=service.token)
     return app

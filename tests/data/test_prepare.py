@@ -1,4 +1,8 @@
 import json
+import subprocess
+import sysconfig
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +233,39 @@ def test_a_bpe_vocabulary_builds_and_round_trips(small_corpus, tmp_path):
     assert model.get_piece_size() == 600
     sentence = "Tom doesn't like cheese."
     assert model.decode(model.encode(sentence)) == sentence
+
+
+def test_three_prepares_of_one_new_config_build_it_once(small_corpus, tmp_path):
+    prepare = Path(sysconfig.get_path("scripts")) / "attnmt-prepare"
+    command = [str(prepare), *small_data_overrides(small_corpus, tmp_path / "processed")]
+    runs = [
+        subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for _ in range(3)
+    ]
+    outputs = [run.communicate(timeout=300)[0].decode() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], outputs
+    assert sorted(out.splitlines()[-1].split(":")[0] for out in outputs) == [
+        "built",
+        "up to date",
+        "up to date",
+    ], outputs
+    (folder,) = (tmp_path / "processed").iterdir()  # no temporary folder, no lock left
+    assert (folder / "manifest.json").is_file()
+
+
+def test_a_temp_folder_whose_owner_holds_the_lock_is_left_alone(small_corpus, tmp_path):
+    import fcntl
+    import os
+
+    cfg = data_config(small_data_overrides(small_corpus, tmp_path))
+    theirs = tmp_path / f".{cfg.folder.name}.tmp-theirs"
+    theirs.mkdir()
+    lock = os.open(tmp_path / f".{cfg.folder.name}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another builder, still at work
+    waiting = threading.Thread(target=prepare_dataset, args=(cfg,))
+    waiting.start()
+    time.sleep(1)
+    assert waiting.is_alive() and theirs.is_dir()  # it waits, and removes nothing
+    os.close(lock)  # the builder dies without finishing
+    waiting.join(timeout=120)
+    assert not theirs.exists() and (cfg.folder / "manifest.json").is_file()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import socket
 import subprocess
 import sysconfig
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,10 +25,17 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def request(url: str, body: bytes | dict | None = None, content_type: str = "application/json"):
+def request(
+    url: str,
+    body: bytes | dict | None = None,
+    content_type: str = "application/json",
+    token: str | None = None,
+):
     """(status, parsed JSON or text) of a GET, or of a POST when `body` is given."""
     data = json.dumps(body).encode() if isinstance(body, dict) else body
     headers = {"Content-Type": content_type} if data is not None else {}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     call = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(call, timeout=60) as response:
@@ -38,26 +48,44 @@ def request(url: str, body: bytes | dict | None = None, content_type: str = "app
 
 
 class Service:
-    """An attnmt-serve process on a free loopback port."""
+    """An attnmt-serve process on a free loopback port; `token` goes to it through the
+    environment. Its log's last lines are kept in `log` (read as it comes, so a long run never
+    fills the pipe)."""
 
-    def __init__(self, checkpoint: Path, *overrides: str) -> None:
+    def __init__(self, checkpoint: Path, *overrides: str, token: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.token = token
         command = [SERVE, f"ckpt={checkpoint}", f"port={self.port}", "device=cpu", *overrides]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        env = {k: v for k, v in os.environ.items() if k != "ATTNMT_SERVE_TOKEN"}
+        if token is not None:
+            env["ATTNMT_SERVE_TOKEN"] = token
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True
+        )
+        self.log: collections.deque[str] = collections.deque(maxlen=200)
+        threading.Thread(target=self.log.extend, args=(self.process.stdout,), daemon=True).start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(self.process.stdout.read().decode())
+                time.sleep(0.2)  # (the reader's last lines)
+                raise RuntimeError("".join(self.log))
             try:
-                if request(self.url + "/v1/health")[0] == 200:
+                if request(self.url + "/v1/health", token=token)[0] == 200:
                     return
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("attnmt-serve did not answer within 60 s")
 
     def translate(self, body: dict | bytes, content_type: str = "application/json"):
-        return request(self.url + "/v1/translate", body, content_type)
+        return request(self.url + "/v1/translate", body, content_type, self.token)
+
+    def rss_mb(self, peak: bool = False) -> float:
+        """The service's resident memory now (or its peak, VmHWM), in MB."""
+        field = "VmHWM" if peak else "VmRSS"
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith(field))
+        return int(kib) / 1024
 
     def stop(self) -> None:
         self.process.terminate()

@@ -1,6 +1,6 @@
 """The web page in a real browser: headless Chromium types a sentence and reads the heatmap.
 
-Needs Debian's chromium and chromium-driver (.ci/run installs them) and Python's selenium;
+Needs Debian's chromium and chromium-driver (make install installs them) and Python's selenium;
 skipped with the reason where they are missing. The screenshot goes to
 test-artifacts/serve_page.png at the top of the checkout.
 """
@@ -66,3 +66,27 @@ def test_the_page_translates_and_draws_the_heatmap(browser, service):
     assert len(items) == len(expected["hypotheses"])
     ARTIFACTS.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(ARTIFACTS / "serve_page.png"))
+
+
+def test_the_page_asks_once_for_the_token_of_a_service_that_needs_one(browser, trained_run):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.serve.conftest import Service
+
+    token = "page-token-0123456789abcdef"
+    service = Service(trained_run / "best.pt", "threads=1", token=token)
+    try:
+        browser.get(service.url + "/")
+        wait = WebDriverWait(browser, 30)
+        prompt = wait.until(ready.alert_is_present())
+        prompt.send_keys(token)
+        prompt.accept()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "direction"), "zh → en"))
+        browser.find_element(By.ID, "source").send_keys("我很好。")
+        browser.find_element(By.ID, "submit").click()  # no second prompt: the token is kept
+        wait.until(lambda page: page.find_element(By.ID, "translation").text)
+        assert browser.find_element(By.ID, "error").text == ""
+    finally:
+        service.stop()

@@ -5,9 +5,24 @@
 
 const $ = (id) => document.getElementById(id);
 
+// A service started with a token answers 401 without it: ask once, keep it for this tab.
+async function api(path, options = {}) {
+  for (let asked = false; ; asked = true) {
+    const token = sessionStorage.getItem("attnmt-token");
+    const headers = { ...options.headers };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const response = await fetch(path, { ...options, headers });
+    if (response.status !== 401 || asked) return response;
+    const given = window.prompt("This service needs its token:");
+    if (!given) return response;
+    sessionStorage.setItem("attnmt-token", given.trim());
+  }
+}
+
 async function showModel() {
-  const response = await fetch("/v1/health");
+  const response = await api("/v1/health");
   const model = await response.json();
+  if (!response.ok) throw new Error(model.error);
   $("direction").textContent =
     `${model.src_lang} → ${model.tgt_lang} · ${model.parameters.toLocaleString()} parameters`;
   $("source").placeholder = model.src_lang === "zh" ? "输入一个中文句子" : "Type an English sentence";
@@ -28,7 +43,7 @@ async function translate(event) {
     attention: true,
   };
   try {
-    const response = await fetch("/v1/translate", {
+    const response = await api("/v1/translate", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(request),
