@@ -176,7 +176,8 @@ class Attention(nn.Module):
         focus = None
         if self.window is not None:
             in_window, focus = self.window(query, mask)  # (B, G, S) each
-            mask, focus = mask.unsqueeze(1) & in_window, along_scores(focus, scores)
+            mask = mask.unsqueeze(1) & in_window  # (B, G, S): real and inside the window
+            focus = along_scores(focus, scores)
         mask = along_scores(mask, scores)
         context, weights = attend(scores, mask, self.values(keys, prepared_keys), focus)
         context, weights = self.merge_heads(context, weights)  # (B, G, Dk), (B, G, S)
