@@ -8,6 +8,7 @@ class and one yaml file, and there is no registry to keep in step.
 from __future__ import annotations
 
 import importlib
+import inspect
 import typing
 from collections.abc import Mapping
 from importlib import resources
@@ -42,6 +43,22 @@ def constructor_hints(cls: type) -> dict[str, Any]:
             hints.update(typing.get_type_hints(klass.__init__))
     hints.pop("return", None)
     return {k: v for k, v in hints.items() if v is not object}
+
+
+def constructor_defaults(target: str | None) -> dict[str, Any]:
+    """The keyword defaults of the class `target` names ("module.Class"), over the bases its
+    `**kwargs` reach; {} where it names none that imports."""
+    module, _, name = (target or "").rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError, ValueError):
+        return {}
+    defaults: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if "__init__" in vars(klass) and klass.__module__.startswith("attnmt."):
+            parameters = inspect.signature(klass.__init__).parameters.values()
+            defaults.update({p.name: p.default for p in parameters if p.default is not p.empty})
+    return defaults
 
 
 def build(config: Mapping[str, Any], key: str, **runtime: Any) -> Any:

@@ -25,6 +25,7 @@ from attnmt.data.config import DataConfig
 from attnmt.data.sources import source_of
 from attnmt.errors import ConfigError
 from attnmt.model.seq2seq import build_model
+from attnmt.options import option_names
 from attnmt.train.state import TrainerConfig
 from tests.conftest import compose_config, plain
 
@@ -89,11 +90,28 @@ def test_multihead_attention_keys(key, value):
     assert_works_or_names(f"attention.{key}", lambda: train_check(overrides))
 
 
+def test_the_window_keys_are_among_the_drawn_train_keys():
+    assert {"attention.window", "attention.window_size"} <= set(TRAIN_KEYS)
+
+
+@FAST
+@given(
+    scorer=st.sampled_from(option_names("attention")),
+    key=st.sampled_from(["window", "window_size"]),
+    value=ODD_VALUES,
+)
+def test_window_keys_with_every_scorer(scorer, key, value):
+    # Drawn here too, every time, with the window on (its size matters only then).
+    overrides = [f"attention={scorer}", "attention.window=local_p", f"attention.{key}={value}"]
+    assert_works_or_names(f"attention.{key}", lambda: train_check(overrides))
+
+
 @pytest.mark.parametrize("tool", TOOLS)
 def test_tool_keys(tool):
     options, required = TOOLS[tool]
-    fields = [f.name for f in dataclasses.fields(options) if f.name != "search"]  # the yaml's
-    keys = fields + list(getattr(options, "search_keys", ()))  # and the search settings
+    # The yaml's keys, and the search's (SearchConfig's fields, beam_size=..., each its own key).
+    keys = [f.name for f in dataclasses.fields(options) if f.name != "search"]
+    keys += getattr(options, "search_keys", ())
 
     @FAST
     @given(key=st.sampled_from(keys), value=ODD_VALUES)
@@ -102,3 +120,19 @@ def test_tool_keys(tool):
         assert_works_or_names(key, lambda: tool_config(tool, arguments, options))
 
     check()
+
+
+SEARCH_TOOLS = [tool for tool in TOOLS if getattr(TOOLS[tool][0], "search_keys", ())]
+
+
+def test_the_search_keys_are_drawn_for_the_tools_that_search():
+    assert {"translate", "evaluate", "serve"} <= set(SEARCH_TOOLS)
+    assert "coverage_penalty" in TranslateOptions.search_keys
+
+
+@FAST
+@given(tool=st.sampled_from(SEARCH_TOOLS), value=ODD_VALUES)
+def test_coverage_penalty_key(tool, value):
+    options, required = TOOLS[tool]
+    arguments = [*required, f"coverage_penalty={value}"]
+    assert_works_or_names("coverage_penalty", lambda: tool_config(tool, arguments, options))

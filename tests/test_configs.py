@@ -134,3 +134,16 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
 def test_build_names_the_key_of_a_bad_option(config, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         build(config, "attention", query_dim=4, key_dim=4)
+
+
+def test_train_yaml_gives_every_scorer_the_window_keys_at_the_classes_defaults():
+    import inspect
+
+    from attnmt.model.attention import Attention
+
+    defaults = inspect.signature(Attention.__init__).parameters
+    for name in option_names("attention"):
+        attention = plain(compose_config("train", [f"attention={name}"]))["attention"]
+        assert attention["window_size"] == defaults["window_size"].default
+        expected = "local_p" if name == "local_p" else defaults["window"].default
+        assert attention["window"] == expected

@@ -31,6 +31,7 @@ from sentencepiece import SentencePieceProcessor
 
 from attnmt.data.tokenizer import check_special_ids
 from attnmt.errors import CheckpointError
+from attnmt.options import constructor_defaults
 
 FORMAT_VERSION = 1
 EXPORT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -226,8 +227,18 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def architecture_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """The architecture keys whose values differ, as 'key: saved -> current'."""
-    old = flatten({g: saved.get(g, {}) for g in ARCHITECTURE_GROUPS})
+    """The architecture keys whose values differ, as 'key: saved -> current'. A key that a
+    class gained after the checkpoint was written counts as its default there (the model was
+    built with it)."""
+    groups = {}
+    for group in ARCHITECTURE_GROUPS:
+        config = dict(saved.get(group, {}))
+        defaults = constructor_defaults(config.get("_target_"))
+        for key in current.get(group, {}):
+            if key not in config and key in defaults:
+                config[key] = defaults[key]
+        groups[group] = config
+    old = flatten(groups)
     new = flatten({g: current.get(g, {}) for g in ARCHITECTURE_GROUPS})
     return [
         f"{key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now"

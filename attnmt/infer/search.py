@@ -97,6 +97,22 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
+# The least coverage counted: a position no step attended at all (local-p's windows leave exact
+# zeros) costs beta * log(1e-6), where log 0 would make every such hypothesis's score -inf.
+MIN_COVERAGE = 1e-6
+
+
+def coverage_penalty(coverage: Tensor, mask: Tensor, beta: float) -> Tensor:
+    """GNMT's coverage penalty, beta * sum_i log(min(c_i, 1)) over the real source positions
+    i, c_i the attention a hypothesis paid position i over all its steps; added to its score
+    (it is <= 0: it costs the hypotheses that left source positions unread).
+
+    coverage (..., S), mask (..., S) True at real positions -> (...).
+    """
+    covered = coverage.clamp(MIN_COVERAGE, 1.0).log()  # log(min(c_i, 1))
+    return beta * covered.masked_fill(~mask, 0.0).sum(-1)
+
+
 @dataclass
 class Beams:
     """The running hypotheses of the n sentences still being decoded, W beams each (W = 1 at
@@ -106,6 +122,7 @@ class Beams:
     scores: Tensor  # (n, W) log P of each beam
     tokens: Tensor  # (n, W, t) the words so far
     attention: Tensor  # (n, W, t, S) their attention rows (t = 0 when not kept)
+    coverage: Tensor | None  # (n, W, S) the sum of those rows, for the coverage penalty (if on)
     state: DecoderState | EnsembleState  # n * W rows, each sentence's W consecutive
 
     def keep(self, going: Tensor, rows: Tensor) -> Beams:
@@ -115,6 +132,7 @@ class Beams:
             self.scores[going],
             self.tokens[going],
             self.attention[going],
+            None if self.coverage is None else self.coverage[going],
             self.state.select(rows.flatten(), going),
         )
 
@@ -128,43 +146,62 @@ class Extensions:
     rows: Tensor  # the flat row (sentence * W + beam) each extends
     ends: Tensor  # True where the extension ends its hypothesis (EOS or the length limit)
     attention: Tensor | None  # (n, 2K, t + 1, S): the rows so far and this step's, if kept
+    coverage: Tensor | None  # (n, 2K, S): their sum, if the beams keep it
 
 
 def extend(
-    beams: Beams, logits: Tensor, weights: Tensor | None, at_limit: Tensor, k: int
+    beams: Beams,
+    logits: Tensor,
+    weights: Tensor,
+    at_limit: Tensor,
+    k: int,
+    keep_attention: bool,
 ) -> Extensions:
     """Rank every beam's one-word extensions; those with EOS, or at the limit, end. `weights`
-    (n * W, S), this step's attention, is kept with them when given."""
+    (n * W, S), this step's attention, is kept with them when `keep_attention`, and added to
+    their coverage when the beams keep that."""
     n, width = beams.scores.shape
     scores, origin, words = best_extensions(logits, beams.scores, 2 * k)
     rows = torch.arange(n, device=words.device).unsqueeze(1) * width + origin
     ends = (words == EOS_ID) | at_limit.unsqueeze(1)
-    attention = None
-    if weights is not None:  # attention kept
+    attention = coverage = None
+    if keep_attention:
         history = beams.attention.flatten(0, 1)[rows]  # (n, 2K, t, S)
         attention = torch.cat([history, weights[rows].unsqueeze(2)], 2)
-    return Extensions(scores, words, rows, ends, attention)
+    if beams.coverage is not None:
+        coverage = beams.coverage.flatten(0, 1)[rows] + weights[rows]  # (n, 2K, S)
+    return Extensions(scores, words, rows, ends, attention, coverage)
 
 
 def finish(
-    found: list[list[Hypothesis]], beams: Beams, ext: Extensions, final: Tensor, alpha: float
+    found: list[list[Hypothesis]],
+    beams: Beams,
+    ext: Extensions,
+    final: Tensor,
+    alpha: float,
+    beta: float,
+    source_mask: Tensor,
 ) -> None:
     """Add the extensions marked in `final` (n, 2K) to their sentences' finished hypotheses,
-    scored log P / length_penalty."""
+    scored log P / length_penalty + coverage_penalty (when the extensions carry coverage);
+    source_mask (B, S) is True at each sentence's real positions."""
     i, j = final.nonzero(as_tuple=True)
     if not len(i):
         return
     # One transfer per tensor, then plain Python over the (few) finished extensions.
     histories = beams.tokens.flatten(0, 1)[ext.rows[i, j]].tolist()
     words, scores = ext.words[i, j].tolist(), ext.scores[i, j].tolist()
-    sentences = beams.sentences[i].tolist()
-    for m, ids in enumerate(histories):
+    sentences = beams.sentences[i]
+    penalties = [0.0] * len(i)
+    if ext.coverage is not None:
+        penalties = coverage_penalty(ext.coverage[i, j], source_mask[sentences], beta).tolist()
+    for m, (ids, sentence) in enumerate(zip(histories, sentences.tolist(), strict=True)):
         ended = words[m] == EOS_ID
         if not ended:
             ids.append(words[m])
         kept = ext.attention[i[m], j[m]] if ext.attention is not None else None
-        score = scores[m] / length_penalty(len(ids) + 1, alpha)
-        found[sentences[m]].append(Hypothesis(ids, score, kept, ended))
+        score = scores[m] / length_penalty(len(ids) + 1, alpha) + penalties[m]
+        found[sentence].append(Hypothesis(ids, score, kept, ended))
 
 
 def carry(beams: Beams, ext: Extensions, k: int) -> tuple[Beams, Tensor]:
@@ -177,11 +214,13 @@ def carry(beams: Beams, ext: Extensions, k: int) -> tuple[Beams, Tensor]:
     tokens = torch.cat(
         [beams.tokens.flatten(0, 1)[rows], ext.words.gather(1, chosen).unsqueeze(-1)], 2
     )
-    attention = beams.attention
+    attention, coverage = beams.attention, None
     if ext.attention is not None:
         index = chosen[..., None, None].expand(-1, -1, *ext.attention.shape[2:])
         attention = ext.attention.gather(1, index)
-    return Beams(beams.sentences, scores, tokens, attention, beams.state), rows
+    if ext.coverage is not None:
+        coverage = ext.coverage.gather(1, chosen.unsqueeze(-1).expand(-1, -1, ext.coverage.size(2)))
+    return Beams(beams.sentences, scores, tokens, attention, coverage, beams.state), rows
 
 
 @torch.no_grad()
@@ -194,27 +233,31 @@ def beam_search(
     alpha: float,
     keep_attention: bool,
     n_best: int = 1,
+    beta: float = 0.0,
 ) -> list[list[Hypothesis]]:
     """The best `n_best` (<= beam_size) hypotheses of every sentence, best first, for a whole
-    batch at once.
+    batch at once; `beta` > 0 adds GNMT's `coverage_penalty` to the finished ones' scores.
 
     All beams of all sentences step together as rows (one row per sentence at the first step,
     where every beam would be the same). Each step: `extend` ranks the 2K best extensions of
     each sentence; `finish` keeps those among the first K that end (EOS, or the sentence's
-    length limit), scored log P / length_penalty; `carry` makes the first K that do not end the
-    next beams. A sentence stops, and its rows leave the batch, at its length limit or once it
-    has `n_best` finished hypotheses and its best running one, were it to end at the next
-    step, would not beat the n-th of them (exact for alpha=0, where log P only falls; the usual
-    early stop otherwise).
+    length limit), scored log P / length_penalty (+ coverage_penalty); `carry` makes the first
+    K that do not end the next beams. A sentence stops, and its rows leave the batch, at its
+    length limit or once it has `n_best` finished hypotheses and its best running one, were it
+    to end at the next step, would not beat the n-th of them (exact for alpha=0, where log P
+    only falls, with or without the coverage penalty, which stays <= 0; the usual early stop
+    otherwise).
     """
     k, device, batch = beam_size, source.device, source.size(0)
     n_best = min(n_best, k)
     _, state = model.encode(source, source_lengths)
+    source_mask = torch.arange(source.size(1), device=device) < source_lengths.to(device)[:, None]
     beams = Beams(
         torch.arange(batch, device=device),
         torch.zeros((batch, 1), device=device),
         torch.empty((batch, 1, 0), dtype=torch.long, device=device),
         source.new_empty((batch, 1, 0, source.size(1)), dtype=torch.float),
+        torch.zeros((batch, 1, source.size(1)), device=device) if beta > 0 else None,
         state,
     )
     previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
@@ -225,9 +268,9 @@ def beam_search(
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, beams.state)
         at_limit = limits[beams.sentences] <= t + 1  # (n,)
-        ext = extend(beams, logits, weights if keep_attention else None, at_limit, k)
+        ext = extend(beams, logits, weights, at_limit, k, keep_attention)
         final = ext.ends & first_k  # the extensions that finish now
-        finish(found, beams, ext, final, alpha)
+        finish(found, beams, ext, final, alpha, beta, source_mask)
         beams, rows = carry(replace(beams, state=state), ext, k)
         for s in beams.sentences[final.any(1)].tolist():
             if len(found[s]) >= n_best:

@@ -47,6 +47,12 @@ class SearchConfig:
     beam_size: int = bounded(1, MAX_BEAM_SIZE, default=5, help="1: greedy")
     n_best: int = bounded(default=1, help="hypotheses per sentence, best first (1 to beam_size)")
     alpha: float = bounded(default=1.0, help="GNMT length penalty ((5 + length) / 6)^alpha")
+    coverage_penalty: float = bounded(
+        0.0,
+        None,
+        default=0.0,
+        help="GNMT coverage penalty beta (beam): + beta sum_i log min(attention to i, 1); 0: off",
+    )
     max_length_a: float = bounded(
         0.0, 100.0, default=1.5, help="outputs stop at a * source length + b pieces"
     )
@@ -118,6 +124,7 @@ def search_batches(
                 search.alpha,
                 keep_attention,
                 search.n_best,
+                search.coverage_penalty,
             )
         for index, hypotheses in zip(indices.tolist(), found, strict=True):
             for hypothesis in hypotheses:

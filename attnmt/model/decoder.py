@@ -106,7 +106,10 @@ class AttentionDecoder(nn.Module):
         hidden, cell = self.bridge(encoder_output)
         prepared = self.attention.prepare_keys(keys)
         feed = keys.new_zeros(keys.size(0), self.hidden_size)
-        return DecoderState(hidden, cell, keys, prepared, encoder_output.mask, feed)
+        coverage = None
+        if self.attention.reads_coverage:  # nothing attended yet; fp32, a sum over many steps
+            coverage = torch.zeros(keys.shape[:2], device=keys.device)  # (B, S)
+        return DecoderState(hidden, cell, keys, prepared, encoder_output.mask, feed, coverage)
 
     def rnn_step(self, rnn_input: Tensor, state: DecoderState) -> DecoderState:
         """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell)."""
@@ -115,12 +118,19 @@ class AttentionDecoder(nn.Module):
         hidden, cell = new if isinstance(new, tuple) else (new, None)
         return replace(state, hidden=hidden, cell=cell, copies=None)  # rows differ from now on
 
-    def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
-        """context = sum_i a_i h_i (B, H) and the weights a (B, S) for query q (B, H)."""
+    def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
+        """context = sum_i a_i h_i (B, H) and the weights a (B, S) for query q (B, H), and the
+        state with a added to its coverage, c_i + a_i (for a scorer that reads coverage)."""
+        sentence = (state.keys, state.mask, state.prepared_keys)
         if state.copies is not None:  # copied beam hypotheses attend once (fast.py)
-            pick = (state.keys, state.mask, state.prepared_keys, state.copies)
-            return attend_copies(self.attention, query, *pick)
-        return self.attention(query, state.keys, state.mask, state.prepared_keys)
+            context, weights = attend_copies(
+                self.attention, query, *sentence, state.copies, state.coverage
+            )
+        else:
+            context, weights = self.attention(query, *sentence, state.coverage)
+        if state.coverage is not None:
+            state = replace(state, coverage=state.coverage + weights)  # c_i += a_i
+        return context, weights, state
 
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """The recurrent part of one target step: embedded y_{t-1} (B, E) -> what the output
@@ -215,7 +225,7 @@ class BahdanauDecoder(AttentionDecoder):
         self.W_o = nn.Linear(2 * hidden_size + embedding_dim, embedding_dim)
 
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
-        context, weights = self.attend(state.hidden[-1], state)  # query q_{t-1}: (B, H)
+        context, weights, state = self.attend(state.hidden[-1], state)  # query q_{t-1}: (B, H)
         rnn_input = torch.cat([embedded, context], -1) if self.feed_prev_output else context
         state = self.rnn_step(rnn_input, state)
         return torch.cat([state.hidden[-1], context, embedded], -1), weights, state
@@ -263,6 +273,6 @@ class LuongDecoder(AttentionDecoder):
         rnn_input = torch.cat([embedded, state.feed], -1) if self.input_feeding else embedded
         state = self.rnn_step(rnn_input, state)
         query = state.hidden[-1]  # q_t: (B, H)
-        context, weights = self.attend(query, state)
+        context, weights, state = self.attend(query, state)
         attentional = torch.tanh(self.W_c(torch.cat([context, query], -1)))  # (B, H)
         return attentional, weights, replace(state, feed=self.dropout(attentional))

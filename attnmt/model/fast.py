@@ -8,6 +8,8 @@ plain code beside it in the textbook would; docs/benchmarks.md has what each sav
 - `copies_of` and `attend_copies`: in beam search, hypotheses that extend one hypothesis by
   several words are copies of its state until their next RNN step. Where the query is that
   state (Bahdanau's q_{t-1}), they attend once per distinct hypothesis and share the result.
+  A copy's coverage (`CoverageAttention`) is its original's too: `DecoderState.select` picks
+  every row's tensors with the same rows, and the copies end at the same RNN step.
 """
 
 from __future__ import annotations
@@ -51,13 +53,19 @@ def attend_copies(
     mask: Tensor,
     prepared_keys: Tensor,
     copies: tuple[Tensor, Tensor],
+    coverage: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """`attention(query, keys, mask, prepared_keys)` for query rows (R, H) of which `copies`
-    (`copies_of`) says many are copies of one: each distinct row attends once, with its
-    sentence's keys (B, S, H), and its copies take its result."""
+    """`attention(query, keys, mask, prepared_keys, coverage)` for query rows (R, H) (and their
+    coverage (R, S), if any) of which `copies` (`copies_of`) says many are copies of one: each
+    distinct row attends once, with its sentence's keys (B, S, H), and its copies take its
+    result."""
     first, inverse = copies
     sentence = first // (query.size(0) // keys.size(0))  # each hypothesis's sentence
     context, weights = attention(
-        query[first], keys[sentence], mask[sentence], prepared_keys[sentence]
+        query[first],
+        keys[sentence],
+        mask[sentence],
+        prepared_keys[sentence],
+        None if coverage is None else coverage[first],
     )
     return context[inverse], weights[inverse]

@@ -28,6 +28,8 @@ class DecoderState:
     prepared_keys: Tensor  # (B, S, *), the scorer's query-independent part, once per sentence
     mask: Tensor  # (B, S)
     feed: Tensor | None  # (R, H), Luong input feeding: the previous attentional vector
+    # (R, S), for a scorer that reads it: the sum of each hypothesis's past attention weights.
+    coverage: Tensor | None = None
     # Rows that are copies of one row, until the next RNN step changes them: the first row of
     # each distinct one (P,) and which of those each row is (R,); None when all differ.
     copies: tuple[Tensor, Tensor] | None = None
@@ -36,7 +38,8 @@ class DecoderState:
         """The states of hypothesis `rows` (R'), in that order, and, when given, of `sentences`
         (B'): reorders, grows or shrinks. Each sentence's rows must stay consecutive; without
         `sentences` the sentences stay as they are (beam search moving and multiplying
-        hypotheses within each sentence). A row picked more than once is noted in `copies`.
+        hypotheses within each sentence). A row picked more than once is noted in `copies`:
+        its copies share all of its row state, coverage included.
         """
 
         def pick(x: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
@@ -53,5 +56,6 @@ class DecoderState:
             prepared_keys,
             mask,
             pick(self.feed, rows),
+            pick(self.coverage, rows),
             copies_of(rows),
         )

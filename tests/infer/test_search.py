@@ -1,5 +1,7 @@
 """Greedy and beam search agree where they must; n-best lists are ordered."""
 
+import math
+
 import pytest
 import torch
 
@@ -112,3 +114,88 @@ def test_scores_with_a_length_penalty_are_log_p_over_the_penalty():
             log_p = log_probs[torch.arange(len(target)), torch.tensor(target)].sum().item()
             assert h.score == pytest.approx(log_p / length_penalty(len(h.ids) + 1, 0.8), abs=1e-4)
         assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
+
+
+def test_coverage_penalty_is_gnmts_formula_on_real_positions():
+    from attnmt.infer.search import coverage_penalty
+
+    coverage = torch.tensor([[0.5, 2.0, 0.25, 9.0], [1.0, 0.1, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    # beta * sum_i log(min(c_i, 1)) over real i: 0.4 (log 0.5 + log 1 + log 0.25), 0.4 log 0.1
+    expected = [0.4 * (math.log(0.5) + math.log(0.25)), 0.4 * math.log(0.1)]
+    assert coverage_penalty(coverage, mask, 0.4).tolist() == pytest.approx(expected)
+    assert coverage_penalty(coverage, mask, 0.0).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_zero_coverage_penalty_leaves_the_beams_as_they_were(seed):
+    model, source, lengths = _model_and_source(seed)
+    limits = max_lengths(lengths, 2.0, 3)
+    before = beam_search(model, source, lengths, limits, 4, 0.6, keep_attention=True, n_best=4)
+    zero = beam_search(model, source, lengths, limits, 4, 0.6, True, n_best=4, beta=0.0)
+    # The coverage kept, at a weight too small to reorder anything: the same hypotheses.
+    tiny = beam_search(model, source, lengths, limits, 4, 0.6, False, n_best=4, beta=1e-9)
+    for a, b, c in zip(before, zero, tiny, strict=True):
+        assert [h.ids for h in a] == [h.ids for h in b] == [h.ids for h in c]
+        assert [h.score for h in a] == [h.score for h in b]
+        assert [h.score for h in c] == pytest.approx([h.score for h in a], abs=1e-6)
+        assert all(torch.equal(x.attention, y.attention) for x, y in zip(a, b, strict=True))
+
+
+def _forced_log_p(model, source, length, hypothesis):
+    from attnmt.vocab import BOS_ID
+
+    target = hypothesis.ids + ([EOS_ID] if hypothesis.ended else [])
+    previous = torch.tensor([[BOS_ID, *target[:-1]]])
+    with torch.no_grad():
+        features, weights = model(source[None, :length], length.view(1), previous)
+        log_probs = model.logits(features).log_softmax(-1)[0]
+    return log_probs[torch.arange(len(target)), torch.tensor(target)].sum().item(), weights[0]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["attention=coverage"],
+        ["attention=coverage", "decoder=luong"],
+        ["attention=local_p"],
+        ["attention=dot", "attention.window=local_p", "decoder=luong"],
+    ],
+)
+def test_beam_scores_are_log_p_over_length_plus_the_coverage_penalty(overrides):
+    # Teacher forcing recomputes each hypothesis with no beams: a coverage row that select()
+    # put with the wrong hypothesis would give other log-probabilities and other weights.
+    from attnmt.infer.search import coverage_penalty, length_penalty
+
+    model = tiny_model("decoder.dropout=0.0", *overrides).eval()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3)
+    source, lengths, _ = batch()
+    limits = max_lengths(lengths, 2.0, 3)
+    found = beam_search(model, source, lengths, limits, 3, 0.8, True, n_best=3, beta=0.7)
+    for i, hypotheses in enumerate(found):
+        n = lengths[i].item()
+        for h in hypotheses:
+            log_p, weights = _forced_log_p(model, source[i], lengths[i], h)
+            assert torch.allclose(h.attention[:, :n], weights, atol=1e-5)
+            coverage = h.attention.sum(0, keepdim=True)  # sum_t a_t,i
+            penalty = coverage_penalty(coverage, torch.arange(5).view(1, -1) < n, 0.7).item()
+            expected = log_p / length_penalty(len(h.ids) + 1, 0.8) + penalty
+            assert h.score == pytest.approx(expected, abs=1e-4)
+        assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
+
+
+def test_an_ensemble_of_one_coverage_model_searches_as_that_model():
+    from attnmt.infer.ensemble import Ensemble
+
+    model = tiny_model("decoder.dropout=0.0", "attention=coverage").eval()
+    source, lengths, _ = batch()
+    limits = max_lengths(lengths, 2.0, 3)
+    alone = beam_search(model, source, lengths, limits, 3, 0.6, False, n_best=3, beta=0.5)
+    ensemble = Ensemble([model]).eval()
+    together = beam_search(ensemble, source, lengths, limits, 3, 0.6, False, n_best=3, beta=0.5)
+    for a, b in zip(alone, together, strict=True):
+        assert [h.ids for h in a] == [h.ids for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)

@@ -87,18 +87,22 @@ def _sizes(name):
     return (5, 5) if build_attention(name, 5, 5).equal_widths else (5, 7)
 
 
+@pytest.mark.parametrize("window", [None, "local_p"])
 @pytest.mark.parametrize("name", SCORERS)
-def test_masking_and_padding_do_not_change_results(name):
+def test_masking_and_padding_do_not_change_results(name, window):
     torch.manual_seed(0)
     query_dim, key_dim = _sizes(name)
-    attn = build_attention(name, query_dim, key_dim)
+    attn = build_attention(name, query_dim, key_dim, window=window)
     query, keys = torch.randn(3, query_dim), torch.randn(3, 4, key_dim)
     lengths = torch.tensor([4, 2, 1])
     mask = torch.arange(4) < lengths.unsqueeze(1)
     context, weights = attn(query, keys, mask)
     assert weights.shape == (3, 4) and context.shape == (3, key_dim)
     assert torch.all(weights[~mask] == 0)
-    assert torch.allclose(weights.sum(-1), torch.ones(3))
+    if window is None:
+        assert torch.allclose(weights.sum(-1), torch.ones(3))
+    else:  # the Gaussian's weights are not renormalised
+        assert torch.all((weights.sum(-1) > 0) & (weights.sum(-1) <= 1))
     for i, n in enumerate(lengths.tolist()):
         alone, alone_weights = attn(query[i : i + 1], keys[i : i + 1, :n], mask[i : i + 1, :n])
         assert torch.allclose(context[i], alone[0], atol=1e-5)
@@ -166,3 +170,78 @@ def test_queries_grouped_per_sentence_equal_keys_repeated_per_query(name):
     assert grouped.shape == (6, key_dim) and grouped_weights.shape == (6, 4)
     assert torch.allclose(grouped, expected, atol=1e-6)
     assert torch.allclose(grouped_weights, expected_weights, atol=1e-6)
+
+
+def test_the_window_keys_are_every_scorers():
+    for name in SCORERS:
+        query_dim, key_dim = _sizes(name)
+        plain = build_attention(name, query_dim, key_dim, window=None)
+        local = build_attention(name, query_dim, key_dim, window="local_p", window_size=3)
+        assert plain.window is None and local.window.size == 3
+    with pytest.raises(ConfigError, match=r"attention.window='local_m': valid values are null"):
+        build_attention("dot", 5, 5, window="local_m")
+    with pytest.raises(ConfigError, match=r"attention.window_size=0: must be at least 1"):
+        build_attention("dot", 5, 5, window="local_p", window_size=0)
+
+
+def test_local_p_by_hand():
+    # v_p = 0: sigmoid(0) = 1/2, so p = S/2: 2.5 for the first sentence (5 real of 7), 1.5 for
+    # the second (3 real). D = 2 (sigma 1): positions 1-4 for the first; 0-3 for the second,
+    # of which 3 is padding. Inside the window: softmax there, times exp(-(i - p)^2 / 2).
+    torch.manual_seed(3)
+    attn = build_attention("bilinear", 5, 3, window="local_p", window_size=2)
+    with torch.no_grad():
+        attn.window.v_p.weight.zero_()
+    query, keys = torch.randn(2, 5), torch.randn(2, 7, 3)
+    mask = torch.arange(7) < torch.tensor([[5], [3]])
+    context, weights = attn(query, keys, mask)
+    scores = attn.score(query.unsqueeze(1), keys).squeeze(1)  # (2, 7)
+    for row, (p, window) in enumerate([(2.5, [1, 2, 3, 4]), (1.5, [0, 1, 2])]):
+        inside = scores[row, window].softmax(0)
+        gaussian = torch.exp(-((torch.tensor(window) - p) ** 2) / 2)
+        expected = torch.zeros(7)
+        expected[window] = inside * gaussian
+        assert weights[row].tolist() == pytest.approx(expected.tolist(), abs=1e-6)
+        assert context[row].tolist() == pytest.approx((expected @ keys[row]).tolist(), abs=1e-5)
+    outside = [[0, 5, 6], [3, 4, 5, 6]]  # beyond D of p, or padding: exactly 0
+    assert all(weights[row, outside[row]].eq(0).all() for row in range(2))
+
+
+@pytest.mark.parametrize("name", SCORERS)
+def test_every_scorer_keeps_to_its_local_p_window(name):
+    torch.manual_seed(4)
+    query_dim, key_dim = _sizes(name)
+    attn = build_attention(name, query_dim, key_dim, window="local_p", window_size=1)
+    query, keys = torch.randn(6, query_dim), torch.randn(2, 7, key_dim)  # 3 queries a sentence
+    mask = torch.arange(7) < torch.tensor([[7], [5]])
+    _, weights = attn(query, keys, mask)
+    grouped = query.view(2, 3, query_dim)
+    in_window, _ = attn.window(grouped, mask)  # (2, 3, 7)
+    allowed = (in_window & mask.unsqueeze(1)).flatten(0, 1)
+    assert torch.all(weights[~allowed] == 0) and torch.all(weights[allowed] > 0)
+    assert torch.all(allowed.sum(-1) <= 3)  # 2D + 1 positions at most
+    position = mask.sum(-1, keepdim=True) * torch.sigmoid(
+        attn.window.v_p(torch.tanh(attn.window.W_p(grouped)))
+    ).squeeze(-1)  # p = S sigmoid(v_p^T tanh(W_p q)): (2, 3)
+    distance = (torch.arange(7) - position.unsqueeze(-1)).abs()
+    assert torch.equal(in_window, distance <= 1)
+
+
+def test_coverage_matches_the_formula_term_by_term():
+    torch.manual_seed(5)
+    attn = build_attention("coverage", 5, 7, attn_dim=3)
+    query, keys = torch.randn(1, 5), torch.randn(1, 4, 7)
+    coverage = torch.tensor([[0.9, 0.1, 1.7, 0.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    _, weights = attn(query, keys, mask, coverage=coverage)
+    scores = [
+        attn.v(
+            torch.tanh(attn.W(keys[0, i]) + attn.U(query[0]) + attn.V(coverage[0, i : i + 1]))
+        ).item()
+        for i in range(3)
+    ]  # v^T tanh(W h_i + U q + V c_i)
+    assert weights[0, :3].tolist() == pytest.approx(torch.tensor(scores).softmax(0).tolist())
+    assert weights[0, 3].item() == 0.0
+    _, fresh = attn(query, keys, mask)  # no coverage given: none yet
+    _, zero = attn(query, keys, mask, coverage=torch.zeros(1, 4))
+    assert torch.equal(fresh, zero) and not torch.allclose(fresh, weights)

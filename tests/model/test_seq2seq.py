@@ -148,16 +148,64 @@ def test_copied_rows_attend_once_with_the_numbers_each_would_get(decoder, attent
         queries = []
         score = model.decoder.attention.score
         monkeypatch.setattr(
-            model.decoder.attention, "score", lambda q, k: queries.append(q.shape) or score(q, k)
+            model.decoder.attention,
+            "score",
+            lambda q, k, *coverage: queries.append(q.shape) or score(q, k, *coverage),
         )
         logits, weights, after = model.decoder.step(words, copied)
-        alone, alone_weights, _ = model.decoder.step(words, replace(copied, copies=None))
+        alone, alone_weights, alone_after = model.decoder.step(words, replace(copied, copies=None))
     # The same arithmetic per row; a product of fewer rows may round its last bit otherwise.
     assert torch.allclose(logits, alone, atol=1e-6)
     assert torch.allclose(weights, alone_weights, atol=1e-6)
+    if after.coverage is not None:  # each copy's coverage: its own row's, this step added
+        assert torch.allclose(after.coverage, alone_after.coverage, atol=1e-6)
+        assert torch.allclose(after.coverage, state.coverage[rows] + weights, atol=1e-6)
     attended = queries[0][0] * queries[0][-2]  # (rows or sentences, [heads,] queries each, D)
     assert attended == (5 if decoder == "bahdanau" else 9)  # Luong's query is the new state
     assert after.copies is None
+
+
+@pytest.mark.parametrize("decoder", option_names("decoder"))
+def test_coverage_is_the_running_sum_of_past_weights(decoder):
+    model = tiny_model(f"decoder={decoder}", "attention=coverage").eval()
+    source, lengths, previous = batch()
+    with torch.no_grad():
+        _, state = model.encode(source, lengths)
+        assert torch.equal(state.coverage, torch.zeros(3, 5))  # nothing attended yet
+        steps = []
+        for t in range(previous.size(1)):
+            _, weights, state = model.decoder.step(previous[:, t], state)
+            steps.append(weights)
+            assert torch.allclose(state.coverage, torch.stack(steps).sum(0), atol=1e-6)
+        _, forced = model(source, lengths, previous)  # teacher forcing: (B, T, S)
+    assert torch.allclose(forced.sum(1), state.coverage, atol=1e-5)
+    padding = torch.arange(5) >= lengths.unsqueeze(1)
+    assert torch.all(state.coverage[padding] == 0)
+    assert not torch.allclose(steps[0], steps[-1])  # the coverage changes what is attended
+
+
+@pytest.mark.parametrize("decoder", option_names("decoder"))
+def test_select_reorders_grows_and_shrinks_the_coverage_with_its_rows(decoder):
+    model = tiny_model(f"decoder={decoder}", "attention=coverage").eval()
+    source, lengths, _ = batch()
+    with torch.no_grad():
+        _, state = model.encode(source, lengths)
+        state = state.select(torch.arange(3).repeat_interleave(2))  # 2 hypotheses a sentence
+        for words in ([5, 6, 7, 8, 9, 10], [4, 11, 6, 5, 12, 7]):  # the two now differ
+            _, _, state = model.decoder.step(torch.tensor(words), state)
+        rows = torch.tensor([1, 0, 2, 3, 5, 4])  # beams swapped within sentences 0 and 2
+        moved = state.select(rows)
+        assert torch.equal(moved.coverage, state.coverage[rows])
+        words = torch.tensor([5, 6, 7, 8, 9, 10])
+        logits, _, after = model.decoder.step(words, moved)
+        unmoved_words = torch.empty_like(words).index_copy_(0, rows, words)
+        unmoved, _, unmoved_after = model.decoder.step(unmoved_words, state)
+        assert torch.allclose(logits, unmoved[rows], atol=1e-6)
+        assert torch.allclose(after.coverage, unmoved_after.coverage[rows], atol=1e-6)
+        kept = state.select(torch.tensor([4, 5]), torch.tensor([2]))  # only sentence 2 goes on
+        assert torch.equal(kept.coverage, state.coverage[4:6]) and kept.mask.shape == (1, 5)
+        alone, _, _ = model.decoder.step(words[4:], kept)
+        assert torch.allclose(alone, model.decoder.step(words, state)[0][4:], atol=1e-6)
 
 
 def test_tied_embeddings_share_one_tensor():

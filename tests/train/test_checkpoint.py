@@ -60,3 +60,14 @@ def test_a_checkpoint_round_trips_and_an_export_or_a_partial_file_is_refused(tmp
     save_checkpoint(partial, tmp_path / "partial.pt")
     with pytest.raises(CheckpointError, match="not a training checkpoint"):
         TrainingCheckpoint.read(tmp_path / "partial.pt")
+
+
+def test_a_key_the_scorer_gained_later_counts_as_its_default_in_an_older_checkpoint():
+    target = {"_target_": "attnmt.model.attention.AdditiveAttention", "attn_dim": 256}
+    older = {**CONFIG, "attention": target}  # written before attention.window existed
+    now = {**CONFIG, "attention": {**target, "window": None, "window_size": 4}}
+    assert resume_conflicts(saved(older), now, TOKENIZERS) == []
+    windowed = {**CONFIG, "attention": {**target, "window": "local_p", "window_size": 4}}
+    assert resume_conflicts(saved(older), windowed, TOKENIZERS) == [
+        "attention.window: None in the checkpoint, 'local_p' now"
+    ]

@@ -211,3 +211,20 @@ def test_the_run_writes_tensorboard_scalars(trained_run):
     assert [e.step for e in events.Scalars("validation/bleu")] == [
         r["step"] for r in records if r["kind"] == "validation"
     ]
+
+
+@pytest.mark.parametrize("variant", [["attention=coverage"], ["attention.window=local_p"]])
+def test_the_attention_variants_train_and_translate(tiny_corpus, tmp_path, variant):
+    from attnmt.infer.translate import Translator
+
+    summary = make_trainer(tiny_corpus, tmp_path, "run", "trainer.max_steps=3", *variant).fit()
+    assert summary.steps == 3
+    translator = Translator.load(tmp_path / "run" / "last.pt")
+    [result] = translator.translate(
+        ["我们明天去公园。"], beam_size=3, n_best=2, coverage_penalty=0.5, attention=True
+    )
+    assert len(result.hypotheses) == 2
+    for candidate in result.hypotheses:
+        rows, columns = candidate.attention.shape
+        assert rows == len(candidate.target_pieces) and columns == len(result.source_pieces)
+        assert (candidate.attention.sum(-1) <= 1 + 1e-5).all()

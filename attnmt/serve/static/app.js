@@ -76,7 +76,8 @@ function show(translation) {
   drawHeatmap(translation.source_pieces, best ? best.target_pieces : [], best ? best.attention : []);
 }
 
-// weights[t][s]: how much target piece t attended to source piece s (each row sums to 1).
+// weights[t][s]: how much target piece t attended to source piece s (a row sums to 1, or
+// less with a local-p window).
 function drawHeatmap(sourcePieces, targetPieces, weights) {
   const table = $("heatmap");
   table.replaceChildren();
