@@ -268,6 +268,28 @@ class LuongDecoder(AttentionDecoder):
         )
         self.W_c = nn.Linear(2 * hidden_size, hidden_size, bias=False)
 
+    def forward(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: previous words (B, T) -> features (B, T, H), weights (B, T, S).
+
+        Without input feeding no step needs the one before it but through the RNN, so all T
+        steps go at once: one RNN call over the whole target, then every step's attention as
+        one batched product, (B, T, S); the same numbers as the step loop, which decoding (one
+        word at a time), input feeding and coverage (a running sum of past weights) still use.
+        """
+        if self.input_feeding or self.attention.reads_coverage:
+            return super().forward(previous, state)
+        embedded = self.dropout(self.embedding(previous))  # (B, T, E)
+        start = state.hidden if state.cell is None else (state.hidden, state.cell)
+        queries, _ = self.rnn(embedded, start)  # q_t of the top layer: (B, T, H)
+        batch, steps, width = queries.shape
+        # The T queries of a sentence attend over its keys as beam search's G queries do.
+        context, weights = self.attention(
+            queries.reshape(batch * steps, width), state.keys, state.mask, state.prepared_keys
+        )  # (B*T, H), (B*T, S)
+        context = context.view(batch, steps, -1)
+        attentional = torch.tanh(self.W_c(torch.cat([context, queries], -1)))  # (B, T, H)
+        return attentional, weights.view(batch, steps, -1)
+
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         # The attentional vector feeds the next step (input feeding): made here, each step.
         rnn_input = torch.cat([embedded, state.feed], -1) if self.input_feeding else embedded

@@ -234,3 +234,27 @@ def test_parameter_summary_counts_every_parameter_once():
     model = tiny_model("decoder.tie_embeddings=true")
     total = sum(p.numel() for p in model.parameters())  # shared tensors appear once here too
     assert parameter_summary(model).splitlines()[-1].split()[-1] == f"{total:,}"
+
+
+@pytest.mark.parametrize("attention", option_names("attention"))
+def test_luong_without_input_feeding_trains_all_steps_at_once_as_the_step_loop(attention):
+    from attnmt.model.decoder import AttentionDecoder
+
+    overrides = ["decoder=luong", "decoder.input_feeding=false", "decoder.num_layers=2"]
+    model = tiny_model(*overrides, f"attention={attention}")
+    assert type(model.decoder).forward is not AttentionDecoder.forward  # two paths compared
+    source, lengths, previous = batch()
+    real = previous != PAD_ID
+    results = []
+    for forward in (type(model.decoder).forward, AttentionDecoder.forward):  # at once, loop
+        model.zero_grad()
+        _, state = model.encode(source, lengths)
+        features, weights = forward(model.decoder, previous, state)
+        loss = model.logits(features)[real].log_softmax(-1).sum()
+        loss.backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        results.append((loss.detach(), weights.detach(), grads))
+    (at_once, weights, grads), (looped, looped_weights, looped_grads) = results
+    assert torch.allclose(at_once, looped, rtol=1e-5)
+    assert torch.allclose(weights, looped_weights, atol=1e-6)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, looped_grads))
