@@ -336,8 +336,13 @@ def plot_study(study: dict[str, dict], path: Path) -> None:
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    options = option_names("attention")
     parser.add_argument(
-        "--variants", nargs="+", default=option_names("attention"), help="attention options"
+        "--variants",
+        nargs="+",
+        default=options,
+        choices=options,
+        help="attention options (configs/attention/), before any Hydra override",
     )
     parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
     parser.add_argument("--seeds", type=int, default=3, help="runs per variant: seeds 1..N")
