@@ -257,4 +257,6 @@ def test_luong_without_input_feeding_trains_all_steps_at_once_as_the_step_loop(a
     (at_once, weights, grads), (looped, looped_weights, looped_grads) = results
     assert torch.allclose(at_once, looped, rtol=1e-5)
     assert torch.allclose(weights, looped_weights, atol=1e-6)
-    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, looped_grads))
+    assert all(
+        torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(grads, looped_grads, strict=True)
+    )
