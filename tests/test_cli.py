@@ -14,7 +14,17 @@ PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 def test_every_console_script_names_a_function():
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
-    tools = ("prepare", "train", "translate", "evaluate", "export", "serve", "average", "score")
+    tools = (
+        "prepare",
+        "train",
+        "translate",
+        "evaluate",
+        "export",
+        "serve",
+        "average",
+        "score",
+        "align",
+    )
     assert set(scripts) == {f"attnmt-{t}" for t in tools}
     for target in scripts.values():
         module, function = target.split(":")
