@@ -117,6 +117,8 @@ def keep_freed_memory() -> None:
 
 
 QUANTIZE = ("int8",)
+# The `dtype` a model decodes in: the type its weights are cast to after loading.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def check_quantize(kind: str | None) -> None:
@@ -142,3 +144,23 @@ def quantize(model: torch.nn.Module, kind: str | None, device: torch.device) -> 
     with warnings.catch_warnings():  # torch.ao.quantization's deprecation notice
         warnings.simplefilter("ignore")
         return quantize_dynamic(model, layers, dtype=torch.qint8)
+
+
+def check_dtype(dtype: str, kind: str | None, device: torch.device) -> torch.dtype:
+    """The torch type of `dtype` (a key of DTYPES), refusing, with the key named, bfloat16
+    with `quantize` (int8 weights are not bf16) and bfloat16 on a CPU without native bf16
+    (see `cpu_has_bf16`), where it would decode slower than float32. CUDA takes bf16."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r}: valid values are {', '.join(DTYPES)}")
+    if dtype == "float32":
+        return torch.float32
+    if kind is not None:
+        raise ConfigError(f"dtype={dtype} with quantize={kind}: choose one of the two")
+    if device.type == "cpu" and not cpu_has_bf16():
+        raise ConfigError(
+            f"dtype={dtype}: this CPU has no native bf16 (avx512_bf16 or amx_bf16 in its flags), "
+            "where bf16 decodes slower than float32; use dtype=float32"
+        )
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"dtype={dtype}: bf16 decoding runs on a CPU or CUDA (device={device})")
+    return DTYPES[dtype]

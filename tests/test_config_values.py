@@ -122,6 +122,19 @@ def test_tool_keys(tool):
     check()
 
 
+def test_the_dtype_key_is_drawn_for_the_tools_that_load_a_model():
+    for tool in ("translate", "evaluate", "serve", "align"):
+        assert "dtype" in {f.name for f in dataclasses.fields(TOOLS[tool][0])}, tool
+
+
+@pytest.mark.parametrize("tool", ["translate", "evaluate", "serve", "align"])
+def test_bfloat16_with_int8_names_dtype(tool):
+    options, required = TOOLS[tool]
+    arguments = [*required, "dtype=bfloat16", "quantize=int8", "device=cpu"]
+    with pytest.raises(ConfigError, match=r"^dtype=bfloat16 with quantize=int8"):
+        tool_config(tool, arguments, options)
+
+
 SEARCH_TOOLS = [tool for tool in TOOLS if getattr(TOOLS[tool][0], "search_keys", ())]
 
 

@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from attnmt import runtime
-from attnmt.runtime import amp_dtype, cpu_has_bf16, keep_freed_memory, limit_onednn_cache
+from attnmt.errors import ConfigError
+from attnmt.runtime import (
+    amp_dtype,
+    check_dtype,
+    cpu_has_bf16,
+    keep_freed_memory,
+    limit_onednn_cache,
+)
 
 MB = 1 << 18  # float32 elements per MB
 
@@ -40,6 +47,21 @@ def test_cpu_mixed_precision_follows_the_cpus_bf16_support():
     assert cpu_has_bf16() == native
     assert amp_dtype(True, cpu) == (torch.bfloat16 if native else None)
     assert amp_dtype(False, cpu) is None
+
+
+def test_the_decoding_dtype_takes_bf16_only_where_it_is_native(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert check_dtype("float32", "int8", cpu) == torch.float32
+    assert check_dtype("bfloat16", None, cuda) == torch.bfloat16  # CUDA: always allowed
+    with pytest.raises(ConfigError, match=r"^dtype='half': valid values are float32, bfloat16"):
+        check_dtype("half", None, cpu)
+    with pytest.raises(ConfigError, match=r"^dtype=bfloat16 with quantize=int8"):
+        check_dtype("bfloat16", "int8", cpu)
+    monkeypatch.setattr("attnmt.runtime.cpu_has_bf16", lambda: True)
+    assert check_dtype("bfloat16", None, cpu) == torch.bfloat16
+    monkeypatch.setattr("attnmt.runtime.cpu_has_bf16", lambda: False)
+    with pytest.raises(ConfigError, match=r"^dtype=bfloat16: this CPU has no native bf16"):
+        check_dtype("bfloat16", None, cpu)
 
 
 def test_an_avx2_cap_turns_cpu_bf16_off():

@@ -12,7 +12,13 @@ from attnmt.errors import ConfigError
 from attnmt.infer.align import format_links, read_pairs
 from attnmt.infer.evaluate import GoldSet, alignment_error
 from attnmt.infer.translate import Translator
-from attnmt.runtime import check_quantize, keep_freed_memory, pick_device, set_threads
+from attnmt.runtime import (
+    check_dtype,
+    check_quantize,
+    keep_freed_memory,
+    pick_device,
+    set_threads,
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class AlignOptions:
     device: str
     threads: int | None
     quantize: str | None
+    dtype: str
     batch_tokens: int
 
     def __post_init__(self) -> None:
@@ -38,8 +45,9 @@ class AlignOptions:
         in_range("threshold", self.threshold, 0.0, 1.0)
         in_range("threads", self.threads, 1, 1024)
         in_range("batch_tokens", self.batch_tokens, 1, None)
-        pick_device(self.device, "device")
+        device = pick_device(self.device, "device")
         check_quantize(self.quantize)
+        check_dtype(self.dtype, self.quantize, device)
 
 
 def main() -> None:
@@ -52,7 +60,7 @@ def run(cfg: AlignOptions) -> None:
     keep_freed_memory()
     if cfg.gold:
         gold = GoldSet.read(Path(cfg.gold))
-        translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
+        translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
         found = alignment_error(translator, gold, cfg.threshold, cfg.batch_tokens)
         print(
             f"{gold.name}: AER {found.aer:.3f} (95% interval {found.low:.3f}-{found.high:.3f}), "
@@ -63,7 +71,7 @@ def run(cfg: AlignOptions) -> None:
     output = output_path(cfg.output, "output") if cfg.output else None
     if output and output.resolve() in (Path(cfg.source).resolve(), Path(cfg.target).resolve()):
         raise ConfigError(f"output={cfg.output} is an input: writing it would erase it")
-    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
+    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
     links = translator.align(sources, targets, cfg.threshold, cfg.batch_tokens)
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout

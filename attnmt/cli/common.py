@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
 from attnmt.infer.translate import SearchConfig
-from attnmt.runtime import check_quantize, pick_device
+from attnmt.runtime import check_dtype, check_quantize, pick_device
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
 # console scripts find them from any working directory.
@@ -80,12 +80,14 @@ class ModelToolOptions:
     device: str
     threads: int | None
     quantize: str | None
+    dtype: str
     search: SearchConfig
 
     def __post_init__(self) -> None:
         in_range("threads", self.threads, 1, 1024)
-        pick_device(self.device, "device")
+        device = pick_device(self.device, "device")
         check_quantize(self.quantize)
+        check_dtype(self.dtype, self.quantize, device)
 
 
 def help_line(setting: dataclasses.Field) -> str:

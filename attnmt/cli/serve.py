@@ -103,7 +103,7 @@ def run(cfg: ServeOptions) -> None:
 
     set_threads(cfg.threads)
     keep_freed_memory()
-    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
+    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
     max_body_bytes = cfg.max_body_bytes or body_bytes(cfg.max_sentences, cfg.max_chars)
     limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, max_body_bytes)
     token = cfg.token()

@@ -54,7 +54,7 @@ def run(cfg: TranslateOptions) -> None:
         raise ConfigError(f"output={cfg.output} is the input: writing it would erase it")
     attention = output_path(cfg.attention, "attention") if cfg.attention else None
     plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
-    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize)
+    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
     align = cfg.alignment == "hard"
 
     with contextlib.ExitStack() as stack:

@@ -53,7 +53,7 @@ def greedy(
     limits = limits.to(source.device)
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, state)
-        log_probs, words = logits.log_softmax(-1).max(-1)  # (B',)
+        log_probs, words = logits.float().log_softmax(-1).max(-1)  # (B',), fp32 as in beams
         for row, (index, word, log_prob) in enumerate(
             zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
         ):

@@ -24,7 +24,7 @@ from attnmt.infer.fast import once_per_distinct
 from attnmt.infer.score import PairScore, forced_decode, forced_log_probs
 from attnmt.infer.search import Hypothesis, beam_search, greedy, max_lengths
 from attnmt.model.seq2seq import Seq2Seq, build_model
-from attnmt.runtime import pick_device
+from attnmt.runtime import check_dtype, pick_device
 from attnmt.runtime import quantize as quantize_model
 from attnmt.vocab import EOS_ID, EOS_PIECE
 
@@ -187,16 +187,20 @@ class Translator:
         path: str | Path | Sequence[str | Path],
         device: str | torch.device = "cpu",
         quantize: str | None = None,
+        dtype: str = "float32",
     ) -> Translator:
         """The model of a checkpoint (or an export) with the tokenizers it was trained with;
         given several checkpoints, their ensemble (`attnmt.infer.ensemble`), which needs one pair of
         tokenizers. `device`: cpu, cuda, cuda:N or auto. `quantize="int8"`: int8 weights for
-        faster CPU decoding (`attnmt.runtime.quantize`)."""
+        faster CPU decoding (`attnmt.runtime.quantize`). `dtype="bfloat16"`: the weights cast to
+        bf16 (CUDA, or a CPU with native bf16: `attnmt.runtime.check_dtype`); the search's
+        log-softmax and scores stay fp32."""
         paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
         if not paths:
             raise ConfigError("ckpt=[]: name at least one checkpoint")
         device = pick_device(str(device), "device")
-        loaded = [cls._load_one(p, device, quantize) for p in paths]
+        weights = check_dtype(dtype, quantize, device)
+        loaded = [cls._load_one(p, device, quantize, weights) for p in paths]
         first = loaded[0]
         if len(loaded) == 1:
             return first
@@ -215,7 +219,9 @@ class Translator:
         return cls(model, first.source_sp, first.target_sp, first.config, device, folder)
 
     @classmethod
-    def _load_one(cls, path: Path, device: torch.device, kind: str | None) -> Translator:
+    def _load_one(
+        cls, path: Path, device: torch.device, kind: str | None, dtype: torch.dtype
+    ) -> Translator:
         saved = load_checkpoint(path, device, mmap=True)  # the weights; the optimizer's stay
         config = saved["config"]
         source_sp = load_tokenizer(saved, config["data"]["src_lang"], path)
@@ -223,6 +229,8 @@ class Translator:
         model = build_model(config, source_sp.get_piece_size(), target_sp.get_piece_size())
         model.load_state_dict(saved["model"])  # exported fp16/bf16 weights become fp32 here
         model = quantize_model(model.eval(), kind, device)
+        if dtype != torch.float32:
+            model = model.to(dtype)
         where = saved["tokenizers"][config["data"]["src_lang"]].get("path")
         folder = Path(where).parent if where else None
         return cls(model, source_sp, target_sp, config, device, folder)

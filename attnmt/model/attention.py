@@ -60,7 +60,8 @@ def attend(
     if focus is not None:
         # Not renormalised, as in Luong et al.: a row then sums to less than 1.
         weights = weights * focus
-    context = weights @ values  # sum_i a_i h_i, for each query
+    # In values' type: local-p's fp32 focus makes bf16 weights (dtype=bfloat16) fp32.
+    context = weights.to(values.dtype) @ values  # sum_i a_i h_i, for each query
     return context, weights
 
 
@@ -233,7 +234,8 @@ class CoverageAttention(AdditiveAttention):
         energy = (
             keys.unsqueeze(1)  # W h_i: (B, 1, S, A)
             + self.U(query).unsqueeze(2)  # U q: (B, G, 1, A)
-            + self.V(coverage.unsqueeze(-1))  # V c_i: (B, G, S, A)
+            # c is summed in fp32; V may hold bf16 weights (dtype=bfloat16)
+            + self.V(coverage.unsqueeze(-1).to(self.V.weight.dtype))  # V c_i: (B, G, S, A)
         )
         return self.v(torch.tanh(energy)).squeeze(-1)  # (B, G, S)
 

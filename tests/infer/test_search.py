@@ -199,3 +199,22 @@ def test_an_ensemble_of_one_coverage_model_searches_as_that_model():
     for a, b in zip(alone, together, strict=True):
         assert [h.ids for h in a] == [h.ids for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [[], ["attention=coverage"], ["attention.window=local_p"], ["decoder=luong", "attention=dot"]],
+)
+def test_a_bf16_model_searches_with_fp32_scores_and_attention(overrides):
+    # The coverage sum and local-p's focus are fp32 beside the bf16 weights (dtype=bfloat16).
+    model = tiny_model("decoder.dropout=0.0", *overrides).eval().to(torch.bfloat16)
+    source, lengths, _ = batch()
+    limits = max_lengths(lengths, 2.0, 3)
+    for beam in (1, 3):
+        found = beam_search(model, source, lengths, limits, beam, 1.0, True, 1, beta=0.2)
+        for (hypothesis,) in found:
+            assert hypothesis.attention.dtype == torch.float32
+            assert math.isfinite(hypothesis.score)
+    for hypothesis in greedy(model, source, lengths, limits, keep_attention=True):
+        rows = hypothesis.attention.float().sum(-1)
+        assert torch.all(rows <= 1.01) and math.isfinite(hypothesis.score)

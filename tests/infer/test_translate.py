@@ -10,7 +10,7 @@ import torch
 
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import Translator
-from attnmt.runtime import quantize
+from attnmt.runtime import cpu_has_bf16, quantize
 from tests.pictures import heatmap_pixels, pixels
 
 
@@ -145,6 +145,44 @@ def test_int8_decoding_quantizes_the_layers_and_translates_every_line(trained_ru
     assert refused.returncode == 2 and b"quantize='int4'" in refused.stderr
     with pytest.raises(ConfigError, match="CPU only"):
         quantize(torch.nn.Linear(2, 2), "int8", torch.device("cuda"))
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no native bf16")
+def test_bf16_decoding_translates_like_fp32_with_fp32_scores(trained_run, tiny_corpus):
+    lines = tiny_corpus.read_text(encoding="utf-8").splitlines()
+    sentences = [line.split("\t")[1] for line in lines[::10]]  # 40 of the sentences it learned
+    bf16 = Translator.load(trained_run / "best.pt", "cpu", dtype="bfloat16")
+    assert {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    found = bf16.translate(sentences, beam_size=4, attention=True)
+    assert all(t.text for t in found)
+    for translation in found:
+        weights = translation.hypotheses[0].attention
+        assert weights.dtype == np.float32
+        assert weights.shape == (
+            len(translation.hypotheses[0].target_pieces),
+            len(translation.source_pieces),
+        )
+        assert np.allclose(weights.sum(1), 1.0, atol=1e-2)
+    fp32 = Translator.load(trained_run / "best.pt", "cpu").translate(sentences, beam_size=4)
+    same = sum(mine.text == theirs.text for mine, theirs in zip(found, fp32, strict=True))
+    assert same >= len(sentences) // 2  # bf16 rounds: close to fp32, not equal to it
+    greedy = bf16.translate(sentences[:5], beam_size=1)
+    assert all(isinstance(t.hypotheses[0].score, float) and t.text for t in greedy)
+    result = translate(trained_run, "dtype=bfloat16", stdin=f"{sentences[0]}\n".encode())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip() == found[0].text
+
+
+def test_bf16_is_refused_with_int8_and_on_a_cpu_without_bf16(trained_run, monkeypatch):
+    with pytest.raises(ConfigError, match=r"dtype=bfloat16 with quantize=int8"):
+        Translator.load(trained_run / "best.pt", "cpu", quantize="int8", dtype="bfloat16")
+    refused = translate(trained_run, "dtype=bfloat16", "quantize=int8", stdin=b"")
+    assert refused.returncode == 2 and b"dtype=bfloat16" in refused.stderr
+    refused = translate(trained_run, "dtype=float16", stdin=b"")
+    assert refused.returncode == 2 and b"dtype='float16'" in refused.stderr
+    monkeypatch.setattr("attnmt.runtime.cpu_has_bf16", lambda: False)
+    with pytest.raises(ConfigError, match=r"dtype=bfloat16: this CPU has no native bf16"):
+        Translator.load(trained_run / "best.pt", "cpu", dtype="bfloat16")
 
 
 @pytest.mark.parametrize("beam", [1, 4])
