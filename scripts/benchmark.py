@@ -15,7 +15,8 @@ test-set sentences per second for `attnmt-translate` from start to end, model lo
 with outputs capped at 80 pieces like the kit's; the large input (--large, default the first
 10,000 sentences of the train split's source side) is decoded with beam 5 the same way. Peak
 RSS is the training process's. The report names the CPU and its widest vector ISA, and puts
-training against this CPU's measured fp32 GEMM peak (a 2048 x 2048 matmul on the same threads):
+training against this CPU's measured fp32 GEMM peak (a 2048 x 2048 matmul on the same threads;
+on a CPU with native bf16 its bf16 peak too, the same matmul in bf16):
 the model's matrix FLOPs per target token (forward and backward, counted by
 torch.utils.flop_counter on the first training batches) times its tokens/s.
 
@@ -90,18 +91,42 @@ def cpu_description() -> dict[str, str]:
     }
 
 
-def gemm_peak_gflops(threads: int, size: int = 2048, repeats: int = 10) -> float:
-    """The best GFLOP/s of a size x size fp32 matmul on `threads` threads."""
+def gemm_peak_gflops(
+    threads: int, size: int = 2048, repeats: int = 10, dtype: str = "float32"
+) -> float:
+    """The best GFLOP/s of a size x size matmul in `dtype` (float32 or bfloat16) on `threads`
+    threads."""
     import torch
 
     torch.set_num_threads(threads)
-    a, b = torch.randn(size, size), torch.randn(size, size)
+    kind = getattr(torch, dtype)
+    a, b = torch.randn(size, size, dtype=kind), torch.randn(size, size, dtype=kind)
     best = float("inf")
     for _ in range(repeats + 2):
         start = time.perf_counter()
         torch.mm(a, b)
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best / 1e9
+
+
+def peak_report(threads: int, achieved: float) -> dict:
+    """The fp32 GEMM peak and the share of it `achieved` GFLOP/s is; on a CPU that multiplies
+    bf16 natively (AVX-512 BF16 or AMX) the bf16 peak and its share too, since bf16 training
+    runs its products there."""
+    from attnmt.runtime import cpu_has_bf16
+
+    peak = gemm_peak_gflops(threads)
+    report = {
+        "gemm_peak_fp32_gflop_s": round(peak, 1),
+        "train_share_of_gemm_peak": round(achieved / peak, 3),
+    }
+    if cpu_has_bf16():
+        bf16 = gemm_peak_gflops(threads, dtype="bfloat16")
+        report.update(
+            gemm_peak_bf16_gflop_s=round(bf16, 1),
+            train_share_of_bf16_peak=round(achieved / bf16, 3),
+        )
+    return report
 
 
 def matrix_flops(trainer: Trainer, batches: list) -> tuple[int, int]:
@@ -303,14 +328,12 @@ def main() -> None:
         run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds
     )
     flops, tokens = matrix_flops(trainer := run_trainer(run_dir), first_batches(trainer, 10))
-    peak = gemm_peak_gflops(THREADS)
     achieved = tokens_per_s * flops / tokens / 1e9
     result.update(
         speeds,
         train_mflop_per_tgt_token=round(flops / tokens / 1e6, 2),
         train_gflop_s=round(achieved, 1),
-        gemm_peak_fp32_gflop_s=round(peak, 1),
-        train_share_of_gemm_peak=round(achieved / peak, 3),
+        **peak_report(THREADS, achieved),
     )
     if args.large:
         large = large_input(test_source.parent / "train.zh", args.work, args.large)
