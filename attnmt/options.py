@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -35,29 +35,41 @@ def option_config(group: str, name: str) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.create(text), resolve=True)  # type: ignore[return-value]
 
 
+def target_class(target: str) -> type | None:
+    """The class a `_target_` names ("module.Class"), or None where it names none."""
+    module, _, name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError, ValueError):
+        return None
+
+
+def own_inits(cls: type) -> list[Callable[..., None]]:
+    """The `__init__`s of `cls` and of the attnmt bases its `**kwargs` reach, base first."""
+    return [
+        vars(klass)["__init__"]
+        for klass in reversed(cls.__mro__)
+        if "__init__" in vars(klass) and klass.__module__.startswith("attnmt.")
+    ]
+
+
 def constructor_hints(cls: type) -> dict[str, Any]:
     """The annotated keyword arguments of `cls` and of the bases its `**kwargs` reach."""
     hints: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        if "__init__" in vars(klass) and klass.__module__.startswith("attnmt."):
-            hints.update(typing.get_type_hints(klass.__init__))
+    for init in own_inits(cls):
+        hints.update(typing.get_type_hints(init))
     hints.pop("return", None)
     return {k: v for k, v in hints.items() if v is not object}
 
 
 def constructor_defaults(target: str | None) -> dict[str, Any]:
-    """The keyword defaults of the class `target` names ("module.Class"), over the bases its
-    `**kwargs` reach; {} where it names none that imports."""
-    module, _, name = (target or "").rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ModuleNotFoundError, AttributeError, ValueError):
-        return {}
+    """The keyword defaults of the class `target` names, over the bases its `**kwargs`
+    reach; {} where it names none."""
+    cls = target_class(target) if target else None
     defaults: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        if "__init__" in vars(klass) and klass.__module__.startswith("attnmt."):
-            parameters = inspect.signature(klass.__init__).parameters.values()
-            defaults.update({p.name: p.default for p in parameters if p.default is not p.empty})
+    for init in own_inits(cls) if cls else []:
+        parameters = inspect.signature(init).parameters.values()
+        defaults.update({p.name: p.default for p in parameters if p.default is not p.empty})
     return defaults
 
 
@@ -70,11 +82,9 @@ def build(config: Mapping[str, Any], key: str, **runtime: Any) -> Any:
     target = config.get("_target_")
     if not isinstance(target, str):
         raise ConfigError(f"{key}: no _target_ naming the class to build")
-    module, _, name = target.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ModuleNotFoundError, AttributeError, ValueError):
-        raise ConfigError(f"{key}._target_={target!r}: no such class") from None
+    cls = target_class(target)
+    if cls is None:
+        raise ConfigError(f"{key}._target_={target!r}: no such class")
     hints = constructor_hints(cls)
     arguments = {
         k: checked(v, hints[k], f"{key}.{k}") if k in hints else v

@@ -6,48 +6,36 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.cli.common import run_tool
+from attnmt.cli.common import ModelOptions, run_tool
 from attnmt.config import in_range, output_path
 from attnmt.errors import ConfigError
 from attnmt.infer.align import format_links, read_pairs
 from attnmt.infer.evaluate import GoldSet, alignment_error
-from attnmt.infer.translate import Translator
 from attnmt.runtime import (
-    check_dtype,
-    check_quantize,
     keep_freed_memory,
-    pick_device,
     set_threads,
 )
 
 
-@dataclass(frozen=True)
-class AlignOptions:
+@dataclass(frozen=True, kw_only=True)
+class AlignOptions(ModelOptions):
     """attnmt-align's keys; configs/tools/align.yaml documents them."""
 
-    ckpt: str | list[str]
     source: str | None
     target: str | None
     output: str | None
     gold: str | None
     threshold: float | None
-    device: str
-    threads: int | None
-    quantize: str | None
-    dtype: str
     batch_tokens: int
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if bool(self.source) != bool(self.target):
             raise ConfigError("source=FILE and target=FILE go together")
         if bool(self.source) == bool(self.gold):
             raise ConfigError("attnmt-align needs source=FILE target=FILE, or gold=DIR")
         in_range("threshold", self.threshold, 0.0, 1.0)
-        in_range("threads", self.threads, 1, 1024)
         in_range("batch_tokens", self.batch_tokens, 1, None)
-        device = pick_device(self.device, "device")
-        check_quantize(self.quantize)
-        check_dtype(self.dtype, self.quantize, device)
 
 
 def main() -> None:
@@ -60,7 +48,7 @@ def run(cfg: AlignOptions) -> None:
     keep_freed_memory()
     if cfg.gold:
         gold = GoldSet.read(Path(cfg.gold))
-        translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
+        translator = cfg.load()
         found = alignment_error(translator, gold, cfg.threshold, cfg.batch_tokens)
         print(
             f"{gold.name}: AER {found.aer:.3f} (95% interval {found.low:.3f}-{found.high:.3f}), "
@@ -71,7 +59,7 @@ def run(cfg: AlignOptions) -> None:
     output = output_path(cfg.output, "output") if cfg.output else None
     if output and output.resolve() in (Path(cfg.source).resolve(), Path(cfg.target).resolve()):
         raise ConfigError(f"output={cfg.output} is an input: writing it would erase it")
-    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
+    translator = cfg.load()
     links = translator.align(sources, targets, cfg.threshold, cfg.batch_tokens)
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout

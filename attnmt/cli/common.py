@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
-from attnmt.infer.translate import SearchConfig
+from attnmt.infer.translate import SearchConfig, Translator
 from attnmt.runtime import check_dtype, check_quantize, pick_device
 
 # The configs ship inside the package (pyproject maps configs/ to attnmt.configs), so the
@@ -65,10 +65,31 @@ def exit_now() -> NoReturn:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelToolOptions:
-    """The keys the tools that read a model share: the checkpoint and where to run
-    (configs/tools/*.yaml give their defaults), and `search`, built once from the command
-    line's search settings (`SearchConfig` holds their defaults; `--help` lists them)."""
+class ModelOptions:
+    """The keys the tools that load a model share: the checkpoint and where and how to run it
+    (configs/tools/*.yaml give their defaults)."""
+
+    ckpt: str | list[str]  # a list: the ensemble of those models
+    device: str
+    threads: int | None
+    quantize: str | None
+    dtype: str
+
+    def __post_init__(self) -> None:
+        in_range("threads", self.threads, 1, 1024)
+        device = pick_device(self.device, "device")
+        check_quantize(self.quantize)
+        check_dtype(self.dtype, self.quantize, device)
+
+    def load(self) -> Translator:
+        """The model (or ensemble) these options name, on their device, in their precision."""
+        return Translator.load(self.ckpt, self.device, self.quantize, self.dtype)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelToolOptions(ModelOptions):
+    """`ModelOptions` and `search`, built once from the command line's search settings
+    (`SearchConfig` holds their defaults; `--help` lists them)."""
 
     # The SearchConfig fields this tool takes on its command line (n_best: per request in
     # the service, always 1 when scoring test sets).
@@ -76,18 +97,7 @@ class ModelToolOptions:
         f.name for f in dataclasses.fields(SearchConfig) if f.name != "n_best"
     )
 
-    ckpt: str | list[str]  # a list: the ensemble of those models
-    device: str
-    threads: int | None
-    quantize: str | None
-    dtype: str
     search: SearchConfig
-
-    def __post_init__(self) -> None:
-        in_range("threads", self.threads, 1, 1024)
-        device = pick_device(self.device, "device")
-        check_quantize(self.quantize)
-        check_dtype(self.dtype, self.quantize, device)
 
 
 def help_line(setting: dataclasses.Field) -> str:

@@ -8,7 +8,6 @@ from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import output_path
 from attnmt.errors import ConfigError
 from attnmt.infer.evaluate import TestSet, evaluate_sets, processed_sets
-from attnmt.infer.translate import Translator
 from attnmt.runtime import keep_freed_memory, set_threads
 
 
@@ -37,7 +36,7 @@ def run(cfg: EvaluateOptions) -> None:
         raise ConfigError("source=FILE and reference=FILE go together")
     output_dir = output_path(cfg.output_dir or checkpoint.parent / "eval", "output_dir", True)
     report = output_path(cfg.report or output_dir / "report.json", "report")
-    translator = Translator.load(checkpoints, cfg.device, cfg.quantize, cfg.dtype)
+    translator = cfg.load()
     # Without sets=, the test split of the checkpoint's data, unless a source file is given.
     names = cfg.sets if cfg.sets is not None else ([] if cfg.source else ["test"])
     sets = processed_sets(translator, names)

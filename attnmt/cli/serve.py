@@ -10,7 +10,7 @@ from pathlib import Path
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.infer.translate import MAX_BEAM_SIZE, Translator
+from attnmt.infer.translate import MAX_BEAM_SIZE
 from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.serve.app import Limits, ServiceConfig, body_bytes, create_app
 
@@ -103,7 +103,7 @@ def run(cfg: ServeOptions) -> None:
 
     set_threads(cfg.threads)
     keep_freed_memory()
-    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
+    translator = cfg.load()
     max_body_bytes = cfg.max_body_bytes or body_bytes(cfg.max_sentences, cfg.max_chars)
     limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, max_body_bytes)
     token = cfg.token()

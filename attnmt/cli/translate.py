@@ -10,7 +10,7 @@ from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range, output_path
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
-from attnmt.infer.translate import SearchConfig, Translator
+from attnmt.infer.translate import SearchConfig
 from attnmt.infer.writers import (
     plot_attention,
     save_attention,
@@ -54,7 +54,7 @@ def run(cfg: TranslateOptions) -> None:
         raise ConfigError(f"output={cfg.output} is the input: writing it would erase it")
     attention = output_path(cfg.attention, "attention") if cfg.attention else None
     plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
-    translator = Translator.load(cfg.ckpt, cfg.device, cfg.quantize, cfg.dtype)
+    translator = cfg.load()
     align = cfg.alignment == "hard"
 
     with contextlib.ExitStack() as stack:

@@ -310,14 +310,8 @@ class Translator:
         the mean attention). Both sides are normalised as in training."""
         if len(sources) != len(targets):
             raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
-        src = [
-            Side.encoded(self.source_sp, normalize(t, self.src_lang), self.src_lang)
-            for t in sources
-        ]
-        tgt = [
-            Side.encoded(self.target_sp, normalize(t, self.tgt_lang), self.tgt_lang)
-            for t in targets
-        ]
+        src = [self._side(t) for t in sources]
+        tgt = [self._side(t, target=True) for t in targets]
         found = forced_decode(
             self.model,
             [np.array(ids, dtype=np.int64) for ids, _ in src],
@@ -336,7 +330,7 @@ class Translator:
     ) -> list[list[Link]]:
         """The hard links of each hypothesis of `translation` (translated with `attention`)
         of source `text`, from its attention."""
-        source = Side.encoded(self.source_sp, normalize(text, self.src_lang), self.src_lang)[1]
+        source = self._side(text)[1]
         source.piece_units = source.piece_units[: len(translation.source_pieces) - 1]  # cut
         found = []
         for hypothesis in translation.hypotheses:
@@ -349,8 +343,18 @@ class Translator:
     def _encode(self, texts: Sequence[str], target: bool = False) -> list[list[int]]:
         """Raw sentences of the source (or target) language -> their piece ids, normalised
         as in training."""
-        sp, lang = (self.target_sp, self.tgt_lang) if target else (self.source_sp, self.src_lang)
+        sp, lang = self._language(target)
         return [sp.encode(normalize(t, lang), out_type=int) for t in texts]
+
+    def _side(self, text: str, target: bool = False) -> tuple[list[int], Side]:
+        """A raw sentence of the source (or target) language, normalised as in training: its
+        piece ids and its side for alignment."""
+        sp, lang = self._language(target)
+        return Side.encoded(sp, normalize(text, lang), lang)
+
+    def _language(self, target: bool) -> tuple[SentencePieceProcessor, str]:
+        """The SentencePiece model and language of the source, or of the target."""
+        return (self.target_sp, self.tgt_lang) if target else (self.source_sp, self.src_lang)
 
     def describe(
         self, source: np.ndarray, hypotheses: list[Hypothesis], truncated: bool = False

@@ -28,13 +28,15 @@ def write_translations(
     counted from `first` (0 for the first input line). With `links` (per input, per
     hypothesis), each line or row ends with ' ||| i-j ...' (Marian's convention)."""
     for k, result in enumerate(results):
-        aligned = [f" ||| {format_links(found)}" for found in links[k]] if links else None
+        tails = [""] * max(len(result.hypotheses), 1)  # what ends each hypothesis's line
+        if links:  # (an empty input line has no hypothesis: its line ends ' ||| ')
+            tails = [f" ||| {format_links(found)}" for found in links[k]] or [" ||| "]
         if n_best == 1:
-            out.write(result.text + (aligned[0] if aligned else " ||| " if links else "") + "\n")
+            out.write(result.text + tails[0] + "\n")
             continue
         for h, hypothesis in enumerate(result.hypotheses):
             row = f"{first + k} ||| {hypothesis.text} ||| {hypothesis.score:.4f}"
-            out.write(row + (aligned[h] if aligned else "") + "\n")
+            out.write(row + tails[h] + "\n")
 
 
 def write_scores(scores: Sequence[PairScore], out: TextIO) -> None:
