@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from attnmt.infer.align import GoldPair, aer, read_links
+from attnmt.data.units import GoldPair, read_links
+from attnmt.infer.align import aer
 from attnmt.infer.evaluate import GoldSet
 
 

@@ -2,11 +2,14 @@
 then test BLEU/chrF (beam 5), a paired bootstrap against additive, AER on the gold set, the
 attention's mean entropy and the speeds; a JSON file, a Markdown table and one plot.
 
-    python scripts/compare.py [--variants additive dot ...] [--minutes 5] [--seeds 3]
-                              [--gold data/alignments] [--out compare] [HYDRA_OVERRIDE ...]
+    python scripts/compare.py [--variants additive dot ... guided] [--minutes 5] [--seeds 3]
+                              [--guided-weight 1] [--gold data/alignments] [--out compare]
+                              [HYDRA_OVERRIDE ...]
 
-Each (variant, seed) run goes to OUT/runs/VARIANT/seed{N} (`attention=VARIANT trainer.seed=N`)
-and is trained on its own, one after the other. A run that finished is reused; one that was
+A variant is an attention option (configs/attention/), or `guided`: additive attention trained
+with guided alignment (`trainer.guided_alignment=W`, W from --guided-weight). Each (variant,
+seed) run goes to OUT/runs/VARIANT/seed{N} (`attention=VARIANT trainer.seed=N`) and is trained
+on its own, one after the other. A run that finished is reused; one that was
 interrupted resumes from its last.pt, so a stopped study continues where it stopped.
 `make compare` runs it on the default corpus; extra overrides (data.*, trainer.*) go to every
 run and come after the study's own, so they win.
@@ -45,6 +48,7 @@ from attnmt.options import option_names  # noqa: E402
 from attnmt.plot import read_metrics  # noqa: E402
 
 BASELINE = "additive"  # the variant every other one is tested against
+GUIDED = "guided"  # the baseline trained with guided alignment
 FINISHED = "finished"  # written into a run directory once its training has ended
 BEAM_SIZE = 5
 BOOTSTRAP_SAMPLES = 1000
@@ -62,15 +66,22 @@ def is_finished(directory: Path) -> bool:
     return (directory / FINISHED).is_file() and (directory / "best.pt").is_file()
 
 
+def variant_overrides(variant: str, guided_weight: float) -> list[str]:
+    """What makes a variant: its attention option, or the guided baseline."""
+    if variant == GUIDED:
+        return [f"attention={BASELINE}", f"trainer.guided_alignment={guided_weight}"]
+    return [f"attention={variant}"]
+
+
 def train_command(
     variant: str, seed: int, directory: Path, minutes: float, overrides: list[str]
 ) -> list[str]:
-    """One training run; `trainer.resume=auto` resumes an interrupted one in place."""
+    """One training run; `trainer.resume=auto` resumes an interrupted one in place. The
+    variant's own overrides come first in `overrides`."""
     return [
         sys.executable,
         "-m",
         "attnmt.cli.train",
-        f"attention={variant}",
         f"trainer.seed={seed}",
         f"trainer.max_time={minutes}",
         "trainer.resume=auto",
@@ -94,7 +105,12 @@ def train_run(command: list[str], directory: Path) -> None:
 
 
 def train_all(
-    out: Path, variants: list[str], seeds: list[int], minutes: float, overrides: list[str]
+    out: Path,
+    variants: list[str],
+    seeds: list[int],
+    minutes: float,
+    overrides: list[str],
+    guided_weight: float,
 ) -> None:
     """Every (variant, seed) run that has not finished yet, one at a time."""
     for variant in variants:
@@ -103,7 +119,8 @@ def train_all(
             if is_finished(directory):
                 print(f"{directory}: finished, reused")
                 continue
-            train_run(train_command(variant, seed, directory, minutes, overrides), directory)
+            own = [*variant_overrides(variant, guided_weight), *overrides]
+            train_run(train_command(variant, seed, directory, minutes, own), directory)
 
 
 # --- one run's figures ----------------------------------------------------------------------
@@ -341,8 +358,15 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         "--variants",
         nargs="+",
         default=options,
-        choices=options,
-        help="attention options (configs/attention/), before any Hydra override",
+        choices=[*options, GUIDED],
+        help=f"attention options (configs/attention/; default: all) and {GUIDED}, before any "
+        "Hydra override",
+    )
+    parser.add_argument(
+        "--guided-weight",
+        type=float,
+        default=1.0,
+        help=f"trainer.guided_alignment of the {GUIDED} variant",
     )
     parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
     parser.add_argument("--seeds", type=int, default=3, help="runs per variant: seeds 1..N")
@@ -357,7 +381,7 @@ def main() -> None:
     seeds = list(range(1, args.seeds + 1))
     gold = GoldSet.read(args.gold)
     if not args.skip_training:
-        train_all(args.out, args.variants, seeds, args.minutes, overrides)
+        train_all(args.out, args.variants, seeds, args.minutes, overrides, args.guided_weight)
     results = evaluate_all(args.out, args.variants, seeds, gold)
     if not results:
         raise SystemExit(f"no runs with a best.pt under {args.out / 'runs'}")
@@ -368,6 +392,7 @@ def main() -> None:
             "python scripts/compare.py",
             f"--variants {' '.join(args.variants)}",
             f"--minutes {args.minutes:g} --seeds {args.seeds}",
+            *([f"--guided-weight {args.guided_weight:g}"] if GUIDED in args.variants else []),
             *overrides,
         ]
     )

@@ -1,13 +1,13 @@
 """The statistical baseline of the gold alignment set: eflomal's AER.
 
-    pip install eflomal        # (or pip install -e '.[align]'); builds with the C compiler
     python scripts/eflomal_baseline.py [--data DIR] [--gold data/alignments] [--json FILE]
 
 eflomal (Östling and Tiedemann 2016) aligns the training split of the processed data with the
 gold set's pairs appended (an aligner only aligns what it is given; they are not training data
-for any model), at the units of `attnmt.infer.align` (Chinese characters and Latin runs, 13a
+for any model), at the units of `attnmt.data.units` (Chinese characters and Latin runs, 13a
 words), in both directions; the two are symmetrised with grow-diag-final-and
-(`attnmt.infer.align.grow_diag_final_and`). Prints the AER on the gold set of each direction
+(`attnmt.data.units.grow_diag_final_and`), as guided alignment's cache does
+(`attnmt.data.guide`). Prints the AER on the gold set of each direction
 and of the symmetrised links, with bootstrap 95% intervals.
 """
 
@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
-from attnmt.infer.align import aer, grow_diag_final_and, read_links, units
+from attnmt.data.guide import eflomal_links
+from attnmt.data.units import grow_diag_final_and, units
+from attnmt.errors import DataError
+from attnmt.infer.align import aer
 from attnmt.infer.evaluate import GoldSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,29 +43,19 @@ def main() -> None:
     parser.add_argument("--gold", type=Path, default=REPO / "data" / "alignments")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    try:
-        from eflomal import Aligner
-    except ImportError:
-        sys.exit("eflomal is not installed: pip install eflomal (it builds with the C compiler)")
     gold = GoldSet.read(args.gold)
     data = args.data or default_data()
     src, tgt = gold.src_lang, gold.tgt_lang
     sources = (data / f"train.{src}").read_text(encoding="utf-8").splitlines() + gold.sources
     targets = (data / f"train.{tgt}").read_text(encoding="utf-8").splitlines() + gold.targets
-    with tempfile.TemporaryDirectory() as scratch:
-        forward_file, backward_file = Path(scratch) / "forward", Path(scratch) / "backward"
-        Aligner().align(
-            [" ".join(units(s, src)) for s in sources],
-            [" ".join(units(t, tgt)) for t in targets],
-            links_filename_fwd=str(forward_file),
-            links_filename_rev=str(backward_file),
-            quiet=True,
+    try:
+        forward, backward = eflomal_links(
+            [units(s, src) for s in sources], [units(t, tgt) for t in targets]
         )
-        count = len(gold.pairs)
-        directions = {
-            name: [p.sure for p in read_links(path)][-count:]
-            for name, path in (("forward", forward_file), ("backward", backward_file))
-        }
+    except DataError as error:
+        sys.exit(str(error))
+    count = len(gold.pairs)
+    directions = {"forward": forward[-count:], "backward": backward[-count:]}
     directions["grow-diag-final-and"] = [
         grow_diag_final_and(f, b)
         for f, b in zip(directions["forward"], directions["backward"], strict=True)

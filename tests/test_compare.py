@@ -28,7 +28,7 @@ def run_study(tmp_path: Path, corpus: Path, gold: Path) -> dict:
         str(SCRIPT),
         "--variants",
         "additive",
-        "local_p",
+        "guided",
         "--seeds",
         "2",
         "--gold",
@@ -47,7 +47,7 @@ def test_the_study_reports_every_variant_per_seed_and_reuses_its_runs(tmp_path, 
     gold = write_gold(tmp_path / "gold", tiny_corpus)
     study = run_study(tmp_path, tiny_corpus, gold)
 
-    assert list(study) == ["additive", "local_p"]
+    assert list(study) == ["additive", "guided"]
     for entry in study.values():
         assert set(entry) >= KEYS
         assert set(entry["seeds"]) == {"1", "2"}
@@ -57,11 +57,16 @@ def test_the_study_reports_every_variant_per_seed_and_reuses_its_runs(tmp_path, 
         assert entry["entropy"] >= 0.0
         assert entry["train_tokens_per_s"] > 0
     assert study["additive"]["p_value"] is None
-    p_values = [seed["p_value"] for seed in study["local_p"]["seeds"].values()]
+    p_values = [seed["p_value"] for seed in study["guided"]["seeds"].values()]
     assert all(0.0 <= p <= 1.0 for p in p_values)
-    assert study["local_p"]["p_value"] == max(p_values)
+    assert study["guided"]["p_value"] == max(p_values)
     runs = tmp_path / "study" / "runs"
-    assert (runs / "local_p" / "seed2" / "best.pt").is_file()
+    assert (runs / "guided" / "seed2" / "best.pt").is_file()
+    config = (runs / "guided" / "seed2" / ".hydra" / "config.yaml").read_text(encoding="utf-8")
+    assert (
+        "guided_alignment: 1.0" in config
+        and "_target_: attnmt.model.attention.AdditiveAttention" in config
+    )
     assert (tmp_path / "study" / "compare.md").is_file()
     assert (tmp_path / "study" / "compare.png").is_file()
 
@@ -70,4 +75,4 @@ def test_the_study_reports_every_variant_per_seed_and_reuses_its_runs(tmp_path, 
     written = [path.stat().st_mtime_ns for path in checkpoints]
     again = run_study(tmp_path, tiny_corpus, gold)
     assert [path.stat().st_mtime_ns for path in checkpoints] == written  # nothing retrained
-    assert again["local_p"]["seeds"]["1"]["bleu"] == study["local_p"]["seeds"]["1"]["bleu"]
+    assert again["guided"]["seeds"]["1"]["bleu"] == study["guided"]["seeds"]["1"]["bleu"]

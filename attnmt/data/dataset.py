@@ -7,9 +7,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import sentencepiece as spm
 import torch
 from torch import Tensor
 
+from attnmt.data.guide import AlignmentGuide
 from attnmt.data.ids import TokenIds
 from attnmt.errors import DataError
 from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -26,6 +28,7 @@ class Batch:
     source_lengths: Tensor  # (B,)
     previous: Tensor  # (B, T)
     target: Tensor  # (B, T), PAD at padding
+    guide: Tensor | None = None  # (B, T, S) guided alignment's target attention (`guide.py`)
 
     @property
     def target_tokens(self) -> int:
@@ -47,7 +50,11 @@ class Batch:
             return x.pin_memory().to(device, non_blocking=True)
 
         return replace(
-            self, source=move(self.source), previous=move(self.previous), target=move(self.target)
+            self,
+            source=move(self.source),
+            previous=move(self.previous),
+            target=move(self.target),
+            guide=None if self.guide is None else move(self.guide),
         )
 
 
@@ -86,7 +93,10 @@ def chunk_by_tokens(order: np.ndarray, sizes: np.ndarray, batch_tokens: int) -> 
 
 
 class ParallelData:
-    """The source and target ids of one split, and the batches they are read in."""
+    """The source and target ids of one split, and the batches they are read in (with a guide
+    for guided alignment once `follow` gave one)."""
+
+    guide: AlignmentGuide | None = None
 
     def __init__(self, folder: Path, split: str, src_lang: str, tgt_lang: str) -> None:
         self.source = TokenIds(folder, split, src_lang)
@@ -100,17 +110,32 @@ class ParallelData:
     def __len__(self) -> int:
         return len(self.source)
 
+    def follow(self, guide: AlignmentGuide, models: dict[str, spm.SentencePieceProcessor]) -> None:
+        """Give each batch `guide`'s rows, with the pieces of this split's own segmentation."""
+        sides = guide.encode(models)
+        for ids, tokens, lang in zip(sides, (self.source, self.target), guide.langs, strict=True):
+            if not np.array_equal(np.fromiter(map(len, ids), np.int64, len(ids)), tokens.lengths):
+                raise DataError(
+                    f"{lang} token ids differ from what {lang}'s SentencePiece model makes of "
+                    "the split's text; rebuild the dataset"
+                )
+        self.guide = guide
+
     def batch(self, indices: np.ndarray) -> Batch:
         """The padded batch of pairs `indices`, rows sorted by target length, longest first."""
         order = np.argsort(-self.target.lengths[indices], kind="stable")
         indices = indices[order]
         source = pad([self.source[i] for i in indices], None, EOS_ID)
         targets = [self.target[i] for i in indices]
+        target = pad(targets, None, EOS_ID)
         return Batch(
             source=source,
             source_lengths=torch.from_numpy(self.source.lengths[indices] + 1),
             previous=pad(targets, BOS_ID, None),
-            target=pad(targets, None, EOS_ID),
+            target=target,
+            guide=None
+            if self.guide is None
+            else self.guide.batch(indices, target.shape[1], source.shape[1]),
         )
 
     def target_tokens(self, batches: Sequence[np.ndarray]) -> int:

@@ -20,6 +20,7 @@ import sentencepiece as spm
 
 from attnmt.data.corpus import read_own_lines
 from attnmt.data.dataset import ParallelData
+from attnmt.data.guide import AlignmentGuide
 from attnmt.errors import DataError
 
 
@@ -73,19 +74,25 @@ class SampledData(ParallelData):
         if epoch == self.epoch:
             return
         spm.set_random_generator_seed(self.seed * 100_003 + epoch)
-        sides = [
-            self.models[lang].encode(
-                self.texts[lang],
-                out_type=int,
-                enable_sampling=True,
-                alpha=self.alpha,
-                nbest_size=self.nbest_size,
-                num_threads=1,  # one thread: the same seed gives the same draws
-            )
-            for lang in self.langs
-        ]
+        options = {
+            "enable_sampling": True,
+            "alpha": self.alpha,
+            "nbest_size": self.nbest_size,
+            "num_threads": 1,  # one thread: the same seed gives the same draws
+        }
+        if self.guide is not None:  # with each piece's span, for the guide
+            sides = self.guide.encode(self.models, **options)
+        else:
+            sides = [
+                self.models[lang].encode(self.texts[lang], out_type=int, **options)
+                for lang in self.langs
+            ]
         self.source, self.target = SampledIds(sides[0]), SampledIds(sides[1])  # type: ignore[assignment]
         self.epoch = epoch
+
+    def follow(self, guide: AlignmentGuide, models: dict[str, spm.SentencePieceProcessor]) -> None:
+        """Guide the batches (guided alignment); the next epoch is drawn with piece spans."""
+        self.guide, self.epoch = guide, None
 
     def token_batches(self, batch_tokens: int, seed: int, epoch: int) -> list[np.ndarray]:
         """Epoch `epoch`'s batches, of its sampled segmentation."""

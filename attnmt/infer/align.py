@@ -1,13 +1,8 @@
 """Word alignments from attention, and how well they match a gold set (AER).
 
-Alignment units, the same for the model, the gold set and the statistical aligner:
-
-- Chinese: one unit per character; a run of ASCII letters or digits is one unit;
-- other languages: the words of sacrebleu's 13a tokenization (punctuation split off).
-
-Both are counted on the text as given (normalised as in training). A SentencePiece piece
-covers some characters of that text; it maps to every unit it overlaps (a piece that covers
-only a space maps to the unit after it). From a target-by-source attention matrix over pieces
+The alignment units and the piece-to-unit map are `attnmt.data.units`'s (Chinese characters
+and Latin runs, 13a words, counted on the text as given; a piece maps to every unit it
+overlaps). From a target-by-source attention matrix over pieces
 (EOS row and column left out), the matrix over units is:
 
     U[j, i] = mean over the target pieces p of unit j of ( sum over the source pieces q that
@@ -18,47 +13,22 @@ takes the mean of the rows of the decoder steps that emit its pieces. Hard links
 unit j links to argmax_i U[j, i], and with `threshold`, also to every i with U[j, i] >=
 threshold. Rows need not sum to 1 (local attention): only their order counts.
 
-Links are written in the Pharaoh format of fast_align and eflomal: `i-j` per link, 0-based,
-i the source unit, j the target unit; a gold set adds `ipj` for possible links.
+Links are written in the Pharaoh format (`attnmt.data.units`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sentencepiece import SentencePieceProcessor
 
+from attnmt.data.units import GoldPair, Link, piece_to_unit, unit_spans
 from attnmt.errors import DataError
 
-Link = tuple[int, int]  # (source unit, target unit)
-_CHINESE_UNIT = re.compile(r"[A-Za-z0-9]+|\S")
-_TOKENIZE_13A = Tokenizer13a()
 BOOTSTRAP_SAMPLES = 1000
-
-
-def unit_spans(text: str, lang: str) -> list[tuple[int, int]]:
-    """The alignment units of `text` as (start, end) character offsets, in order."""
-    if lang == "zh":
-        return [m.span() for m in _CHINESE_UNIT.finditer(text)]
-    spans, at = [], 0
-    for word in _TOKENIZE_13A(text).split():
-        start = text.find(word, at)
-        if start < 0:  # 13a rewrote it (an escaped entity): an empty span where we are
-            spans.append((at, at))
-            continue
-        at = start + len(word)
-        spans.append((start, at))
-    return spans
-
-
-def units(text: str, lang: str) -> list[str]:
-    """The alignment units of `text` (Chinese characters and Latin runs, or 13a words)."""
-    return [text[start:end] for start, end in unit_spans(text, lang)]
 
 
 def piece_spans(sp: SentencePieceProcessor, text: str) -> tuple[list[int], list[tuple[int, int]]]:
@@ -84,20 +54,6 @@ def decoded_spans(
     text = sp.decode(list(ids))
     ends = [len(sp.decode(list(ids[: k + 1]))) for k in range(len(ids))]
     return text, list(zip([0, *ends[:-1]], ends, strict=True))
-
-
-def piece_to_unit(
-    pieces: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]
-) -> np.ndarray:
-    """(pieces, units) 0/1 matrix: which units each piece covers. A piece that overlaps no
-    unit (a lone space) takes the next unit, if any."""
-    matrix = np.zeros((len(pieces), len(spans)), dtype=np.float32)
-    for p, (start, end) in enumerate(pieces):
-        covered = [u for u, (s, e) in enumerate(spans) if s < end and start < e]
-        if not covered:
-            covered = [u for u, (s, _) in enumerate(spans) if s >= start][:1]
-        matrix[p, covered] = 1.0
-    return matrix
 
 
 def unit_attention(
@@ -163,45 +119,6 @@ def flip(links: Iterable[Link]) -> list[Link]:
     return sorted((j, i) for i, j in links)
 
 
-@dataclass
-class GoldPair:
-    """One pair's gold links: sure ones and possible ones (the possible include the sure)."""
-
-    sure: set[Link]
-    possible: set[Link]
-
-
-def read_links(
-    path: Path,
-    source_counts: Sequence[int] | None = None,
-    target_counts: Sequence[int] | None = None,
-) -> list[GoldPair]:
-    """A Pharaoh file, one line per pair ('i-j' sure, 'ipj' possible; an empty line: no
-    links). With unit counts, an index past its sentence is refused, naming file and line."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    counts = (source_counts, target_counts) if source_counts and target_counts else None
-    if source_counts is not None and len(lines) != len(source_counts):
-        raise DataError(f"{path}: {len(lines)} lines, but {len(source_counts)} sentence pairs")
-    pairs = []
-    for number, line in enumerate(lines, start=1):
-        sure, possible = set(), set()
-        for word in line.split():
-            match = re.fullmatch(r"(\d+)([-p])(\d+)", word)
-            if not match:
-                raise DataError(f"{path}, line {number}: {word!r} is not i-j or ipj")
-            link = (int(match[1]), int(match[3]))
-            if counts and (link[0] >= counts[0][number - 1] or link[1] >= counts[1][number - 1]):
-                raise DataError(
-                    f"{path}, line {number}: {word} is past the sentence pair's "
-                    f"{counts[0][number - 1]} source and {counts[1][number - 1]} target units"
-                )
-            possible.add(link)
-            if match[2] == "-":
-                sure.add(link)
-        pairs.append(GoldPair(sure, possible))
-    return pairs
-
-
 def read_pairs(source: Path, target: Path) -> tuple[list[str], list[str]]:
     """Two files of one sentence a line, of equal length, with no empty line."""
     sides = []
@@ -262,39 +179,3 @@ def aer(predicted: Sequence[Iterable[Link]], gold: Sequence[GoldPair], seed: int
         possible / max(found, 1.0),
         sure / max(gold_sure, 1.0),
     )
-
-
-def grow_diag_final_and(forward: Iterable[Link], backward: Iterable[Link]) -> list[Link]:
-    """Symmetrise two directional alignments (both as source-target links) as Koehn et al.'s
-    grow-diag-final-and: start from their intersection, add union links next to (or
-    diagonal to) a link while either word is still unaligned, then union links whose both
-    words are still unaligned."""
-    forward, backward = set(forward), set(backward)
-    union = forward | backward
-    links = forward & backward
-    sources, targets = {i for i, _ in links}, {j for _, j in links}
-    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
-
-    def add(link: Link) -> None:
-        links.add(link)
-        sources.add(link[0])
-        targets.add(link[1])
-
-    grown = True
-    while grown:
-        grown = False
-        for i, j in sorted(links):
-            for di, dj in neighbours:
-                new = (i + di, j + dj)
-                if (
-                    new in union
-                    and new not in links
-                    and (new[0] not in sources or new[1] not in targets)
-                ):
-                    add(new)
-                    grown = True
-    for directional in (forward, backward):  # final-and
-        for i, j in sorted(directional):
-            if i not in sources and j not in targets:
-                add((i, j))
-    return sorted(links)

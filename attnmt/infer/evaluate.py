@@ -9,8 +9,9 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 
 from attnmt.data.corpus import read_lines
+from attnmt.data.units import GoldPair, read_links, units
 from attnmt.errors import ConfigError, DataError
-from attnmt.infer.align import AER, GoldPair, aer, flip, read_links, read_pairs, units
+from attnmt.infer.align import AER, aer, flip, read_pairs
 from attnmt.infer.translate import SearchConfig, Translator
 
 

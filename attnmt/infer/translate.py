@@ -16,8 +16,9 @@ from sentencepiece import SentencePieceProcessor
 from attnmt.config import bounded, check_ranges
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
+from attnmt.data.units import Link
 from attnmt.errors import CheckpointError, ConfigError
-from attnmt.infer.align import Link, Side, links_from_attention
+from attnmt.infer.align import Side, links_from_attention
 from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.fast import once_per_distinct

@@ -10,7 +10,8 @@ from typing import TextIO
 import numpy as np
 
 from attnmt.data.corpus import chunks
-from attnmt.infer.align import Link, format_links
+from attnmt.data.units import Link
+from attnmt.infer.align import format_links
 from attnmt.infer.score import PairScore
 from attnmt.infer.translate import SearchConfig, Translation, Translator
 

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig, spm_model_name
 from attnmt.data.dataset import ParallelData
+from attnmt.data.guide import AlignmentGuide, build_alignments
 from attnmt.data.prepare import prepare_dataset
 from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
@@ -77,6 +78,22 @@ def training_data(
     return SampledData(folder, "train", models, src, tgt, alpha, nbest, seed)
 
 
+def guide_training(
+    cfg: TrainerConfig,
+    data_cfg: DataConfig,
+    folder: Path,
+    models: dict[str, Any],
+    data: ParallelData,
+) -> None:
+    """With trainer.guided_alignment, give the training batches eflomal's alignment (built
+    into the processed folder the first time; `attnmt.data.guide`)."""
+    if not cfg.guided_alignment:
+        return
+    src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
+    build_alignments(folder, src, tgt)
+    data.follow(AlignmentGuide(folder, "train", src, tgt), models)
+
+
 def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     """The trainer of a resolved config (the `train` config), writing into `run_dir`."""
     cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
@@ -95,6 +112,7 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     tokenizers = {lang: tokenizer_entry(path) for lang, path in files.items()}
     models = {lang: load_sentencepiece(path) for lang, path in files.items()}
     train_data = training_data(cfg, data_cfg, folder, models)
+    guide_training(cfg, data_cfg, folder, models, train_data)
     dev_data = ParallelData(folder, "dev", src, tgt)
     if not len(dev_data):
         raise ConfigError(
@@ -108,7 +126,7 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")
     if cfg.compile:
         model.decoder.compile_step()
-    objective: torch.nn.Module = TokenLoss(model, cfg.label_smoothing)
+    objective: torch.nn.Module = TokenLoss(model, cfg.label_smoothing, cfg.guided_alignment)
     if ranks.world > 1:
         ids = [device.index] if device.type == "cuda" else None
         objective = DistributedDataParallel(objective, device_ids=ids)

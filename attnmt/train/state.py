@@ -42,6 +42,7 @@ class TrainerConfig:
     plateau_factor: float = bounded(0.0, 1.0)
     clip_grad_norm: float | None = bounded(0.0, None)
     label_smoothing: float = bounded(0.0, 1.0)
+    guided_alignment: float = bounded(0.0, 100.0)
     sampling_alpha: float | None = bounded(1e-6, 10.0)
     sampling_nbest_size: int = bounded(-1, 1000)
     max_steps: int | None = bounded(0, None)

@@ -9,21 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnmt.errors import ConfigError, DataError
-from attnmt.infer.align import (
+from attnmt.data.units import (
     GoldPair,
-    aer,
-    flip,
-    format_links,
     grow_diag_final_and,
-    hard_links,
     piece_to_unit,
     read_links,
-    read_pairs,
-    unit_attention,
     unit_spans,
     units,
 )
+from attnmt.errors import ConfigError, DataError
+from attnmt.infer.align import aer, flip, format_links, hard_links, read_pairs, unit_attention
 from attnmt.infer.evaluate import GoldSet, alignment_error
 from attnmt.infer.translate import Translator
 
