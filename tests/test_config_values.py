@@ -143,6 +143,26 @@ def test_the_search_keys_are_drawn_for_the_tools_that_search():
     assert "coverage_penalty" in TranslateOptions.search_keys
 
 
+MODELS_SHAPES = [
+    "{value}",
+    "{{a: {value}}}",
+    "{{{value}: x.pt}}",
+    "{{a: [x.pt, {value}]}}",
+    "{{a: x.pt, b: {value}}}",
+    "[{value}]",
+    "{{a: {value}",
+]
+
+
+@FAST
+@given(shape=st.sampled_from(MODELS_SHAPES), value=ODD_VALUES, with_ckpt=st.booleans())
+def test_serve_models_key(shape, value, with_ckpt):
+    # Odd values at the top of models=, as a name, as a file, in an ensemble, and broken YAML;
+    # with ckpt= too, the error names both keys.
+    arguments = [f"models={shape.format(value=value)}", *(["ckpt=x.pt"] if with_ckpt else [])]
+    assert_works_or_names("models", lambda: tool_config("serve", arguments, ServeOptions))
+
+
 @FAST
 @given(tool=st.sampled_from(SEARCH_TOOLS), value=ODD_VALUES)
 def test_coverage_penalty_key(tool, value):

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, ClassVar, NoReturn, TypeVar
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
@@ -130,12 +132,16 @@ def tool_config(name: str, arguments: Sequence[str], options: type[Options]) -> 
         sys.exit(0)
     keys += list(search_keys)
     for argument in arguments:
-        key, equals, _ = argument.partition("=")
+        key, equals, value = argument.partition("=")
         if not equals:
             raise ConfigError(f"{tool}: {argument!r} is not key=value (see {tool} --help)")
         if key not in keys:
             raise ConfigError(f"{tool}: no key {key!r}; its keys: {', '.join(keys)}")
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(arguments)))
+        try:  # one at a time, so that a value YAML cannot read is named by its key
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([argument]))
+        except (yaml.YAMLError, OmegaConfBaseException) as error:
+            problem = str(error).splitlines()[0]
+            raise ConfigError(f"{key}={value}: cannot read it ({problem})") from None
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(f"{tool} needs {' '.join(f'{key}=...' for key in missing)}")

@@ -1,8 +1,10 @@
-"""attnmt-serve ckpt=PATH: serve a trained model over HTTP (see attnmt/serve/app.py)."""
+"""attnmt-serve ckpt=PATH, or models={NAME: PATH, ...}: serve trained models over HTTP (see
+attnmt/serve/app.py)."""
 
 import ipaddress
 import logging
 import os
+import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.infer.translate import MAX_BEAM_SIZE
+from attnmt.infer.translate import MAX_BEAM_SIZE, Translator
 from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.serve.app import Limits, ServiceConfig, body_bytes, create_app
 
@@ -18,6 +20,43 @@ log = logging.getLogger("attnmt")
 
 TOKEN_VARIABLE = "ATTNMT_SERVE_TOKEN"
 MIN_TOKEN_LENGTH = 16
+# The name of the one model of ckpt=PATH (a request may name it, or name none).
+DEFAULT_MODEL = "default"
+# A model's name travels in JSON and in the page: a word, no spaces or markup.
+MODEL_NAME = re.compile(r"[\w.-]{1,64}")
+
+Checkpoints = str | list[str]  # one model file, or the files of an ensemble
+
+
+def named_models(
+    ckpt: Checkpoints | None, models: dict[str, Checkpoints] | None
+) -> dict[str, Checkpoints]:
+    """The models to serve, by name, the default first: ckpt=PATH as one model named
+    "default", or the models={NAME: PATH or [PATHS], ...} mapping; a ConfigError names the
+    key at fault."""
+    if ckpt is not None and models is not None:
+        raise ConfigError(
+            "ckpt and models: give one of them (ckpt=PATH serves one model, "
+            "models={NAME: PATH, ...} several)"
+        )
+    if models is None:
+        if ckpt is None:
+            raise ConfigError("attnmt-serve needs ckpt=PATH or models={NAME: PATH, ...}")
+        return {DEFAULT_MODEL: ckpt}
+    if not models:
+        raise ConfigError("models={}: name at least one model, e.g. models={a: A.pt, b: B.pt}")
+    for name, paths in models.items():
+        if not (isinstance(name, str) and MODEL_NAME.fullmatch(name)):
+            raise ConfigError(
+                f"models: {name!r} is not a model name; use 1 to 64 letters, digits, _ . -"
+            )
+        files = paths if isinstance(paths, list) else [paths]
+        if not files or not all(isinstance(f, str) and f for f in files):
+            raise ConfigError(
+                f"models.{name}={paths!r}: expected a checkpoint file or a list of them (an "
+                "ensemble)"
+            )
+    return dict(models)
 
 
 def is_loopback(host: str) -> bool:
@@ -33,8 +72,11 @@ def is_loopback(host: str) -> bool:
 @dataclass(frozen=True, kw_only=True)
 class ServeOptions(ModelToolOptions):
     """attnmt-serve's keys; configs/tools/serve.yaml documents them. `beam_size` is what a
-    request gets that names none."""
+    request gets that names none; `ckpt` (one model) or `models` (several, by name) says
+    what to serve."""
 
+    ckpt: Checkpoints | None = None
+    models: dict[str, Checkpoints] | None = None
     host: str
     port: int
     max_wait_ms: float
@@ -50,6 +92,7 @@ class ServeOptions(ModelToolOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        named_models(self.ckpt, self.models)
         if not self.host:
             raise ConfigError("host='': name an address, e.g. 127.0.0.1")
         in_range("port", self.port, 0, 65535)
@@ -90,32 +133,42 @@ class ServeOptions(ModelToolOptions):
             )
         return token
 
+    def load_models(self) -> dict[str, Translator]:
+        """The models to serve, by name, the default first; each on the options' device, in
+        their precision."""
+        return {
+            name: Translator.load(paths, self.device, self.quantize, self.dtype)
+            for name, paths in named_models(self.ckpt, self.models).items()
+        }
+
 
 def main() -> None:
     run_tool("serve", ServeOptions, run)
 
 
 def run(cfg: ServeOptions) -> None:
-    """Load the model, then serve until SIGINT or SIGTERM (requests in flight are answered)."""
+    """Load the models, then serve until SIGINT or SIGTERM (requests in flight are
+    answered)."""
     import uvicorn
 
     from attnmt.serve.protocol import with_header_timeout
 
     set_threads(cfg.threads)
     keep_freed_memory()
-    translator = cfg.load()
+    models = cfg.load_models()
     max_body_bytes = cfg.max_body_bytes or body_bytes(cfg.max_sentences, cfg.max_chars)
     limits = Limits(cfg.max_sentences, cfg.max_chars, cfg.max_beam_size, max_body_bytes)
     token = cfg.token()
     service = ServiceConfig(
         cfg.max_wait_ms, cfg.max_batch_sentences, cfg.max_queue, cfg.read_timeout_s, token
     )
-    app = create_app(translator, cfg.search, limits, service)
+    app = create_app(models, cfg.search, limits, service)
+    files = named_models(cfg.ckpt, cfg.models)
     log.info(
-        "serving %s (%s -> %s) on http://%s:%d/%s",
-        cfg.ckpt,
-        translator.src_lang,
-        translator.tgt_lang,
+        "serving %s on http://%s:%d/%s",
+        ", ".join(
+            f"{name}={files[name]} ({t.src_lang} -> {t.tgt_lang})" for name, t in models.items()
+        ),
         cfg.host,
         cfg.port,
         " (requests need the token)" if token else "",

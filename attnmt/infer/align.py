@@ -108,6 +108,17 @@ def hard_links(unit_weights: np.ndarray, threshold: float | None = None) -> list
     return sorted(links)
 
 
+def piece_links(links: Iterable[Link], source: Side, target: Side) -> list[Link]:
+    """Unit links as (source piece, target piece) links: every pair of pieces that cover the
+    two units of a link, what a heatmap over pieces marks (EOS is in no unit, so never)."""
+    found = set()
+    for i, j in links:
+        source_pieces = np.flatnonzero(source.piece_units[:, i])
+        target_pieces = np.flatnonzero(target.piece_units[:, j])
+        found.update((int(q), int(p)) for q in source_pieces for p in target_pieces)
+    return sorted(found)
+
+
 def format_links(links: Iterable[Link], possible: Iterable[Link] = ()) -> str:
     """Pharaoh: 'i-j' for each link, 'ipj' for each possible one."""
     words = [f"{i}-{j}" for i, j in sorted(links)] + [f"{i}p{j}" for i, j in sorted(possible)]

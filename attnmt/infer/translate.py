@@ -4,7 +4,7 @@ and the batching by length under it (search in `attnmt.infer.search`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
 from attnmt.data.units import Link
 from attnmt.errors import CheckpointError, ConfigError
-from attnmt.infer.align import Side, links_from_attention
+from attnmt.infer.align import Side, links_from_attention, piece_links
 from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.fast import once_per_distinct
@@ -331,15 +331,35 @@ class Translator:
     ) -> list[list[Link]]:
         """The hard links of each hypothesis of `translation` (translated with `attention`)
         of source `text`, from its attention."""
+        return [
+            links_from_attention(hypothesis.attention, source, target, threshold)
+            for hypothesis, source, target in self._sides(text, translation)
+        ]
+
+    def piece_links(
+        self, text: str, translation: Translation, threshold: float | None = None
+    ) -> list[list[Link]]:
+        """The hard links of each hypothesis of `translation`, as `links` finds them, between
+        pieces: (source piece, target piece) pairs, indices into `source_pieces` and
+        `target_pieces`, the cells of the attention matrix that a link covers."""
+        return [
+            piece_links(
+                links_from_attention(hypothesis.attention, source, target, threshold),
+                source,
+                target,
+            )
+            for hypothesis, source, target in self._sides(text, translation)
+        ]
+
+    def _sides(self, text: str, translation: Translation) -> Iterator[tuple[Candidate, Side, Side]]:
+        """Each hypothesis of `translation` of source `text` with the two sides alignment
+        sees: the source as the model read it, the hypothesis as decoded (without EOS)."""
         source = self._side(text)[1]
         source.piece_units = source.piece_units[: len(translation.source_pieces) - 1]  # cut
-        found = []
         for hypothesis in translation.hypotheses:
             ids = [self.target_sp.piece_to_id(p) for p in hypothesis.target_pieces]
             ids = ids[:-1] if hypothesis.target_pieces[-1:] == [EOS_PIECE] else ids
-            target = Side.decoded(self.target_sp, ids, self.tgt_lang)
-            found.append(links_from_attention(hypothesis.attention, source, target, threshold))
-        return found
+            yield hypothesis, source, Side.decoded(self.target_sp, ids, self.tgt_lang)
 
     def _encode(self, texts: Sequence[str], target: bool = False) -> list[list[int]]:
         """Raw sentences of the source (or target) language -> their piece ids, normalised

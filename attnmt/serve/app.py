@@ -1,14 +1,19 @@
 """The HTTP API and the web page of attnmt-serve.
 
-    POST /v1/translate  {"text": [...], "beam_size": null, "n_best": 1, "attention": false}
-                        (beam_size null or left out: the service's default, see /v1/health)
-    GET  /v1/health     the model's languages and sizes, and the service's limits
-    GET  /              the web page (static/): translation, n-best list, attention heatmap
+    POST /v1/translate  {"text": [...], "model": null, "beam_size": null, "n_best": 1,
+                         "attention": false}
+                        (model null or left out: the first model; beam_size null or left
+                        out: the service's default, see /v1/health)
+    GET  /v1/health     the models' names, languages and sizes, and the service's limits
+    GET  /              the web page (static/): each model's translation, n-best list and
+                        attention heatmap with the hard alignment, side by side
     GET  /docs          the OpenAPI docs
 
-Every error is JSON, {"error": "..."}, naming the field at fault. No request can name a file
-or a model: the service serves the model it was started with. Before the app, `guard.py`
-checks the token and bounds the body; the batcher sheds load past `max_queue` (503).
+The service serves the named models it was started with (one, or several to compare); a
+request picks one by name, and no request can name a file. Each model has its own batcher:
+its own queue (`max_queue` sentences each) and its own decoding thread. Every error is JSON,
+{"error": "..."}, naming the field at fault. Before the app, `guard.py` checks the token and
+bounds the body; each batcher sheds load past `max_queue` (503).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -58,9 +63,12 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: list[str] = Field(description="the sentences to translate, one per item")
+    model: str | None = Field(None, description="a model's name (see /v1/health); null: the first")
     beam_size: int | None = Field(None, description="1: greedy; null: the service's default")
     n_best: int = Field(1, description="hypotheses per sentence, best first (at most beam_size)")
-    attention: bool = Field(False, description="add each hypothesis's attention weights")
+    attention: bool = Field(
+        False, description="add each hypothesis's attention weights and hard alignment"
+    )
 
 
 class RequestError(Exception):
@@ -86,6 +94,16 @@ def request_search(body: TranslateRequest, search: SearchConfig, limits: Limits)
         raise RequestError(422, f"{key}: {value}; {why}") from None
 
 
+def model_named(name: str | None, names: Sequence[str]) -> str:
+    """The model a request names (the first where it names none), or a RequestError (404)
+    that lists the models there are."""
+    if name is None:
+        return names[0]
+    if name not in names:
+        raise RequestError(404, f"model: no model {name!r}; the models: {', '.join(names)}")
+    return name
+
+
 def check_request(body: TranslateRequest, limits: Limits) -> None:
     """Refuse sentences that the limits do not allow, naming the field."""
     if not body.text:
@@ -105,19 +123,24 @@ def check_request(body: TranslateRequest, limits: Limits) -> None:
             )
 
 
-def translation_json(text: str, result: Translation, attention: bool) -> dict:
-    """One sentence's answer: the best text, the hypotheses and the pieces."""
+def translation_json(
+    text: str, result: Translation, alignments: list[list[tuple[int, int]]] | None
+) -> dict:
+    """One sentence's answer: the best text, the hypotheses and the pieces; given each
+    hypothesis's hard alignment (the request asked for attention), its attention weights
+    and that alignment, as [source piece, target piece] pairs."""
     hypotheses = []
-    for hypothesis in result.hypotheses:
+    for k, hypothesis in enumerate(result.hypotheses):
         entry = {
             "text": hypothesis.text,
             "score": round(hypothesis.score, 4),
             "target_pieces": hypothesis.target_pieces,
         }
-        if attention:
+        if alignments is not None:
             entry["attention"] = [
                 [round(w, 4) for w in row] for row in hypothesis.attention.tolist()
             ]
+            entry["alignment"] = [list(link) for link in alignments[k]]
         hypotheses.append(entry)
     return {
         "source": text,
@@ -140,24 +163,45 @@ class ServiceConfig:
     token: str | None  # every /v1 request must carry it, where set
 
 
+def piece_alignments(
+    translator: Translator, texts: Sequence[str], results: Sequence[Translation]
+) -> list[list[list[tuple[int, int]]]]:
+    """Per sentence, per hypothesis, the hard links between pieces (`Translator.piece_links`)."""
+    return [
+        translator.piece_links(text, result) for text, result in zip(texts, results, strict=True)
+    ]
+
+
 def create_app(
-    translator: Translator, search: SearchConfig, limits: Limits, service: ServiceConfig
+    models: Mapping[str, Translator],
+    search: SearchConfig,
+    limits: Limits,
+    service: ServiceConfig,
 ) -> FastAPI:
-    """The service of one translator."""
-    batcher = Batcher(
-        translator, service.max_wait_ms, service.max_batch_sentences, service.max_queue
-    )
+    """The service of the named translators, the first the default; each its own batcher."""
+    if not models:
+        raise ConfigError("models: name at least one model")
+    batchers = {
+        name: Batcher(
+            translator, service.max_wait_ms, service.max_batch_sentences, service.max_queue
+        )
+        for name, translator in models.items()
+    }
+    names = list(batchers)
+    first = models[names[0]]
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(batcher.run())
+        tasks = [asyncio.create_task(batcher.run()) for batcher in batchers.values()]
         yield  # uvicorn returns here once the requests in flight are answered
-        task.cancel()
-        batcher.worker.shutdown(wait=True)
+        for task in tasks:
+            task.cancel()
+        for batcher in batchers.values():
+            batcher.worker.shutdown(wait=True)
 
     app = FastAPI(
         title="attnmt",
-        description=f"{translator.src_lang} -> {translator.tgt_lang} translation",
+        description=f"{first.src_lang} -> {first.tgt_lang} translation: {', '.join(names)}",
         lifespan=lifespan,
     )
 
@@ -186,21 +230,38 @@ def create_app(
 
     @app.post("/v1/translate")
     async def translate(body: TranslateRequest) -> dict:
-        """Translate the sentences of `text`, in order."""
+        """Translate the sentences of `text`, in order, with the model `model` names."""
+        name = model_named(body.model, names)
         asked = request_search(body, search, limits)
-        results = await batcher.translate(list(body.text), asked, body.attention)
+        batcher = batchers[name]
+        texts = list(body.text)
+        results = await batcher.translate(texts, asked, body.attention)
+        alignments: list = [None] * len(texts)
+        if body.attention:  # off the event loop: it decodes each hypothesis's pieces again
+            alignments = await asyncio.to_thread(
+                piece_alignments, batcher.translator, texts, results
+            )
         return {
+            "model": name,
             "translations": [
-                translation_json(text, result, body.attention)
-                for text, result in zip(body.text, results, strict=True)
-            ]
+                translation_json(text, result, links)
+                for text, result, links in zip(texts, results, alignments, strict=True)
+            ],
         }
 
     @app.get("/v1/health")
     async def health() -> dict:
-        """The model's languages and sizes, and what a request may ask for."""
+        """The models (the first the default: its languages and sizes also at the top level,
+        as with one model) and what a request may ask for."""
         limits_json = {**vars(limits), "default_beam_size": search.beam_size}
-        return {"status": "ok", **translator.sizes(), "limits": limits_json}
+        models_json = [{"name": name, **models[name].sizes()} for name in names]
+        return {
+            "status": "ok",
+            **first.sizes(),
+            "default_model": names[0],
+            "models": models_json,
+            "limits": limits_json,
+        }
 
     files = resources.files("attnmt.serve") / "static"
     assets = {name: (files / name).read_bytes() for name in STATIC}

@@ -18,7 +18,16 @@ from attnmt.data.units import (
     units,
 )
 from attnmt.errors import ConfigError, DataError
-from attnmt.infer.align import aer, flip, format_links, hard_links, read_pairs, unit_attention
+from attnmt.infer.align import (
+    Side,
+    aer,
+    flip,
+    format_links,
+    hard_links,
+    piece_links,
+    read_pairs,
+    unit_attention,
+)
 from attnmt.infer.evaluate import GoldSet, alignment_error
 from attnmt.infer.translate import Translator
 
@@ -59,6 +68,16 @@ def test_unit_attention_sums_source_pieces_and_averages_target_pieces():
     assert hard_links(by_unit) == [(0, 0), (1, 1)]
     assert hard_links(by_unit, threshold=0.6) == [(0, 0), (1, 0), (1, 1)]
     assert hard_links(np.zeros((1, 2))) == []  # a unit that gets no weight stays unlinked
+
+
+def test_piece_links_mark_every_piece_pair_that_covers_a_linked_unit_pair():
+    # source units: piece 0 -> unit 0, piece 1 -> units 0 and 1, piece 2 -> unit 1;
+    # target units: pieces 0 and 1 -> unit 0, piece 2 -> unit 1, piece 3 -> unit 2
+    source = Side("", np.array([[1, 0], [1, 1], [0, 1]], dtype=np.float32))
+    target = Side("", np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32))
+    links = [(0, 0), (1, 2)]  # (source unit, target unit)
+    assert piece_links(links, source, target) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 3), (2, 3)]
+    assert piece_links([], source, target) == []
 
 
 def test_aer_on_a_worked_example():
@@ -170,6 +189,22 @@ def test_translator_align_gives_one_link_per_target_unit_within_the_sentences(al
         n_source, n_target = len(units(source, "zh")), len(units(target, "en"))
         assert sorted(j for _, j in links) == list(range(n_target))  # argmax: one each
         assert all(0 <= i < n_source for i, _ in links)
+
+
+def test_translator_piece_links_are_its_unit_links_over_the_pieces_it_shows(alone):
+    translator = Translator.load(alone)
+    text = "我们明天去公园。"
+    (translation,) = translator.translate([text], beam_size=3, n_best=2, attention=True)
+    units_found = translator.links(text, translation)
+    pieces_found = translator.piece_links(text, translation)
+    assert len(pieces_found) == len(translation.hypotheses) == 2
+    for hypothesis, unit_links, links in zip(
+        translation.hypotheses, units_found, pieces_found, strict=True
+    ):
+        target = [p for p in hypothesis.target_pieces if p != "</s>"]
+        assert links and all(0 <= s < len(translation.source_pieces) - 1 for s, _ in links)
+        assert {t for _, t in links} <= set(range(len(target)))  # never the EOS row
+        assert len(links) >= len(unit_links)  # each unit link covers at least one cell
 
 
 def test_attnmt_align_writes_pharaoh_lines_and_scores_the_gold_set(alone, tmp_path):

@@ -52,11 +52,12 @@ class Service:
     environment. Its log's last lines are kept in `log` (read as it comes, so a long run never
     fills the pipe)."""
 
-    def __init__(self, checkpoint: Path, *overrides: str, token: str | None = None) -> None:
+    def __init__(self, checkpoint: Path | None, *overrides: str, token: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
-        command = [SERVE, f"ckpt={checkpoint}", f"port={self.port}", "device=cpu", *overrides]
+        served = [f"ckpt={checkpoint}"] if checkpoint is not None else []  # or models=...
+        command = [SERVE, *served, f"port={self.port}", "device=cpu", *overrides]
         env = {k: v for k, v in os.environ.items() if k != "ATTNMT_SERVE_TOKEN"}
         if token is not None:
             env["ATTNMT_SERVE_TOKEN"] = token
@@ -95,5 +96,35 @@ class Service:
 @pytest.fixture(scope="session")
 def service(trained_run):
     running = Service(trained_run / "best.pt", "threads=1")
+    yield running
+    running.stop()
+
+
+def two_models(trained_run: Path) -> dict[str, Path]:
+    """Two checkpoints of the tiny run with different weights, by the names `models=` gives
+    them: its best, and the earliest checkpoint it kept whose weights are not the best's."""
+    import torch
+
+    from attnmt.infer.checkpoint import RunDir, load_checkpoint
+
+    def weights(path: Path) -> dict[str, torch.Tensor]:
+        return load_checkpoint(path, "cpu", mmap=True)["model"]
+
+    best = trained_run / "best.pt"
+    best_weights = weights(best)
+    early = next(
+        path
+        for path in RunDir(trained_run).kept_files()
+        if any(not torch.equal(t, best_weights[name]) for name, t in weights(path).items())
+    )
+    return {"best": best, "early": early}
+
+
+@pytest.fixture(scope="session")
+def models_service(trained_run):
+    """A service of three models: the two of `two_models` and their ensemble, `both`."""
+    best, early = two_models(trained_run).values()
+    models = f"models={{best: {best}, early: {early}, both: [{best}, {early}]}}"
+    running = Service(None, models, "threads=1")
     yield running
     running.stop()

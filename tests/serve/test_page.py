@@ -90,3 +90,46 @@ def test_the_page_asks_once_for_the_token_of_a_service_that_needs_one(browser, t
         assert browser.find_element(By.ID, "error").text == ""
     finally:
         service.stop()
+
+
+def test_the_page_shows_each_model_side_by_side_with_its_alignment(browser, models_service):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    sentence = "我们明天去公园。"
+    browser.get(models_service.url + "/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(ready.text_to_be_present_in_element((By.ID, "direction"), "best · early · both"))
+    browser.find_element(By.ID, "source").send_keys(sentence)
+    browser.find_element(By.ID, "submit").click()
+    panels = browser.find_elements(By.CSS_SELECTOR, "#panels .panel")
+    assert [p.get_attribute("data-model") for p in panels] == ["best", "early", "both"]
+    wait.until(lambda page: all(p.find_elements(By.CSS_SELECTOR, "td.cell") for p in panels))
+    assert browser.find_element(By.ID, "error").text == ""
+    tops = {p.get_attribute("data-model"): p.location["y"] for p in panels}
+    assert tops["best"] == tops["early"]  # side by side
+    for panel in panels:
+        name = panel.get_attribute("data-model")
+        body = {"text": [sentence], "beam_size": 5, "n_best": 3, "attention": True, "model": name}
+        (expected,) = models_service.translate(body)[1]["translations"]
+        best = expected["hypotheses"][0]
+        assert panel.find_element(By.CSS_SELECTOR, "h2.model").text.startswith(f"{name} · zh → en")
+        assert panel.find_element(By.CSS_SELECTOR, ".translation").text == expected["text"] != ""
+        sources = panel.find_elements(By.CSS_SELECTOR, ".heatmap thead th")[1:]
+        rows = panel.find_elements(By.CSS_SELECTOR, ".heatmap tbody tr")
+        assert [th.text for th in sources] == expected["source_pieces"]
+        assert len(rows) == len(best["target_pieces"])
+        marked = [
+            [t, s]
+            for t, row in enumerate(rows)
+            for s, cell in enumerate(row.find_elements(By.CSS_SELECTOR, "td.cell"))
+            if "link" in cell.get_attribute("class").split()
+        ]
+        assert marked and sorted(marked) == sorted([t, s] for s, t in best["alignment"])
+        items = panel.find_elements(By.CSS_SELECTOR, ".nbest-list li")
+        assert len(items) == len(expected["hypotheses"])
+    # The default model's panel keeps the ids of the one-model page.
+    assert panels[0].find_element(By.CSS_SELECTOR, ".heatmap").get_attribute("id") == "heatmap"
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "serve_page_models.png"))

@@ -32,6 +32,7 @@ BAD_REQUESTS = [
     ({"text": ["好\x00"]}, 422, "text[0]: control characters"),
     (b'{"text": ["\\ud800"]}', 422, "text[0]: control characters or unpaired surrogates"),
     ({"text": ["好"], "ckpt": "/etc/passwd"}, 422, "ckpt: Extra inputs are not permitted"),
+    ({"text": ["好"], "model": "/etc/passwd"}, 404, "model: no model '/etc/passwd'"),
 ]
 
 
