@@ -2,7 +2,7 @@
 then test BLEU/chrF (beam 5), a paired bootstrap against additive, AER on the gold set, the
 attention's mean entropy and the speeds; a JSON file, a Markdown table and one plot.
 
-    python scripts/compare.py [--variants additive dot ... guided] [--minutes 5] [--seeds 3]
+    python scripts/compare.py [--variants additive dot ... guided] [--minutes 4] [--seeds 3]
                               [--guided-weight 1] [--gold data/alignments] [--out compare]
                               [HYDRA_OVERRIDE ...]
 
@@ -353,14 +353,14 @@ def plot_study(study: dict[str, dict], path: Path) -> None:
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    options = option_names("attention")
+    options = [*option_names("attention"), GUIDED]
     parser.add_argument(
         "--variants",
         nargs="+",
         default=options,
-        choices=[*options, GUIDED],
-        help=f"attention options (configs/attention/; default: all) and {GUIDED}, before any "
-        "Hydra override",
+        choices=options,
+        help=f"attention options (configs/attention/) and {GUIDED}; default: all of them. "
+        "Before any Hydra override",
     )
     parser.add_argument(
         "--guided-weight",
@@ -368,7 +368,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         default=1.0,
         help=f"trainer.guided_alignment of the {GUIDED} variant",
     )
-    parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
+    parser.add_argument("--minutes", type=float, default=4.0, help="training budget per run")
     parser.add_argument("--seeds", type=int, default=3, help="runs per variant: seeds 1..N")
     parser.add_argument("--gold", type=Path, default=Path("data/alignments"), help="gold set")
     parser.add_argument("--out", type=Path, default=Path("compare"))
