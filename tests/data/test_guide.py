@@ -121,7 +121,7 @@ def test_guide_rows_match_the_links_over_character_spans(prepared_copy):
 def test_fixed_and_sampled_segmentations_get_guides_of_their_own_pieces(prepared_copy):
     folder, models = prepared_copy
     build_alignments(folder, "zh", "en")
-    fixed = ParallelData(folder, "zh", "en")
+    fixed = ParallelData(folder, "train", "zh", "en")
     fixed.follow(AlignmentGuide(folder, "zh", "en"), models)
     check_guides(fixed)
     sampled = SampledData(folder, "train", models, "zh", "en", 0.1, -1, 7)
