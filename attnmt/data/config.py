@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,17 +96,29 @@ class DataConfig:
         """Where the processed dataset of this config lives: `{name}.{src}-{tgt}.{hash}`, the
         hash of every setting (but where it goes), so that two configs of one corpus (say two
         vocabulary sizes) never rebuild each other's folder under a run that trained on it."""
-        digest = hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode())
+        return self.folder_with(None)
+
+    def folder_with(self, given: Mapping[str, bytes] | None) -> Path:
+        """The processed folder of this config tokenised with the `given` SentencePiece models
+        (by language; None: models trained on its own split, `folder`)."""
+        digest = hashlib.sha256(json.dumps(self.settings(given), sort_keys=True).encode())
         name = f"{self.name}.{self.src_lang}-{self.tgt_lang}.{digest.hexdigest()[:8]}"
         return Path(self.processed_dir) / name
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self, given: Mapping[str, bytes] | None = None) -> dict[str, Any]:
         """The settings that shape the output: all but `processed_dir`, with the version of the
-        pipeline."""
+        pipeline, and the sha256 of each given SentencePiece model."""
         settings = to_dict(self)
         settings.pop("processed_dir")
         settings["pipeline_version"] = PIPELINE_VERSION
+        if given:
+            settings["given_tokenizers"] = given_digests(given)
         return settings
+
+
+def given_digests(given: Mapping[str, bytes]) -> dict[str, str]:
+    """The sha256 of each given SentencePiece model, by language."""
+    return {lang: hashlib.sha256(model).hexdigest() for lang, model in sorted(given.items())}
 
 
 def spm_model_name(cfg: DataConfig, lang: str) -> str:

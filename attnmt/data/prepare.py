@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from sentencepiece import SentencePieceProcessor
 
 from attnmt.config import output_path, to_dict
 from attnmt.data import corpus, sources
-from attnmt.data.config import PIPELINE_VERSION, DataConfig, spm_model_name
+from attnmt.data.config import PIPELINE_VERSION, DataConfig, given_digests, spm_model_name
 from attnmt.data.folder import building, current_manifest, move_into_place
 from attnmt.data.ids import IdsWriter
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
@@ -76,9 +76,12 @@ def _write_split_text(staged: corpus.StagedPairs, codes: np.ndarray, folder: Pat
                 outs[code]["zh"].write(zh + "\n")
 
 
-def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
-    """A hash of everything the output depends on: the config (less where it goes) and input."""
-    payload = json.dumps([cfg.settings(), hashes], sort_keys=True)
+def fingerprint(
+    cfg: DataConfig, hashes: list[str], given: Mapping[str, bytes] | None = None
+) -> str:
+    """A hash of everything the output depends on: the config (less where it goes), the input
+    and any given SentencePiece models."""
+    payload = json.dumps([cfg.settings(given), hashes], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -124,6 +127,19 @@ def _train_tokenizers(
                 key,
             )
     return {lang: load_sentencepiece(folder / spm_model_name(cfg, lang)) for lang in langs}
+
+
+def _given_tokenizers(
+    cfg: DataConfig, folder: Path, given: Mapping[str, bytes]
+) -> dict[str, SentencePieceProcessor]:
+    """Write the given SentencePiece models (a checkpoint's, by language) where trained ones
+    would go, and load them."""
+    for lang in (cfg.src_lang, cfg.tgt_lang):
+        (folder / spm_model_name(cfg, lang)).write_bytes(given[lang])
+    return {
+        lang: load_sentencepiece(folder / spm_model_name(cfg, lang))
+        for lang in (cfg.src_lang, cfg.tgt_lang)
+    }
 
 
 def _encode_and_write(
@@ -194,7 +210,13 @@ def _stage_and_split(
     return [int((codes == code).sum()) for code in range(len(SPLITS))]
 
 
-def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) -> dict[str, Any]:
+def _build(
+    cfg: DataConfig,
+    paths: list[Path],
+    hashes: list[str],
+    folder: Path,
+    given: Mapping[str, bytes] | None,
+) -> dict[str, Any]:
     """Write the whole processed dataset into `folder` (a fresh temporary folder).
 
     The corpus streams through in passes, so memory holds a few numbers per pair, never the
@@ -208,8 +230,12 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
         f"{report.read:,}",
         ", ".join(f"{name} {size:,}" for name, size in zip(SPLITS, sizes, strict=True)),
     )
-    log.info("training SentencePiece on the train split")
-    models = _train_tokenizers(cfg, folder, sizes[TRAIN])
+    if given:
+        log.info("tokenising with the given SentencePiece models")
+        models = _given_tokenizers(cfg, folder, given)
+    else:
+        log.info("training SentencePiece on the train split")
+        models = _train_tokenizers(cfg, folder, sizes[TRAIN])
     log.info("tokenising")
     counts = _encode_and_write(cfg, models, folder, report)
     for staging in folder.glob(".*"):
@@ -218,9 +244,9 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
         lang: {"model": spm_model_name(cfg, lang), "size": model.get_piece_size()}
         for lang, model in models.items()
     }
-    return {
+    manifest = {
         "pipeline_version": PIPELINE_VERSION,
-        "fingerprint": fingerprint(cfg, hashes),
+        "fingerprint": fingerprint(cfg, hashes, given),
         "sources": [
             {"path": str(p.resolve()), "sha256": h} for p, h in zip(paths, hashes, strict=True)
         ],
@@ -236,10 +262,17 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
         "seed": cfg.seed,
         "config": to_dict(cfg),
     }
+    if given:  # tokenised with a model's own SentencePiece models (trainer.init)
+        manifest["given_tokenizers"] = given_digests(given)
+    return manifest
 
 
-def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
-    """Build the processed folder of `cfg` unless it is up to date.
+def prepare_dataset(
+    cfg: DataConfig, given: Mapping[str, bytes] | None = None
+) -> tuple[Path, dict[str, Any], bool]:
+    """Build the processed folder of `cfg` unless it is up to date; `given`: SentencePiece
+    models (serialized, by language) to tokenise with instead of training them, in a folder
+    of their own (`DataConfig.folder_with`) whose manifest lists their sha256.
 
     One process builds while any other preparing the same folder waits for it (`folder.py`), then
     finds it built. Returns the folder, its manifest, and whether this call (re)built it.
@@ -248,7 +281,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
     paths = source.input_files(cfg)
     hashes = [corpus.sha256_of(p) for p in paths]
     source.check(cfg, paths, hashes)
-    folder, wanted = cfg.folder, fingerprint(cfg, hashes)
+    folder, wanted = cfg.folder_with(given), fingerprint(cfg, hashes, given)
     if manifest := current_manifest(folder, wanted):
         return folder, manifest, False
     output_path(folder.parent, "data.processed_dir", folder=True)
@@ -261,7 +294,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
             shutil.rmtree(stale, ignore_errors=True)  # its owner is gone: this one holds the lock
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
         try:
-            manifest = _build(cfg, paths, hashes, tmp)
+            manifest = _build(cfg, paths, hashes, tmp, given)
             (tmp / "manifest.json").write_text(
                 json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )

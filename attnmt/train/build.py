@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from attnmt.infer.translate import SearchConfig, Translator
 from attnmt.model.seq2seq import build_model, parameter_summary
 from attnmt.runtime import amp_dtype, keep_freed_memory, limit_onednn_cache, set_threads
 from attnmt.train import distributed
+from attnmt.train.init import adopt, read_start
 from attnmt.train.loss import TokenLoss
 from attnmt.train.schedule import Schedule, build_optimizer
 from attnmt.train.state import TrainerConfig
@@ -41,11 +43,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def open_dataset(cfg: DataConfig, ranks: distributed.Ranks) -> tuple[Path, dict[str, Any]]:
-    """Prepare the dataset (rank 0 builds it, the others wait and find it ready)."""
+def open_dataset(
+    cfg: DataConfig, ranks: distributed.Ranks, given: dict[str, bytes] | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """Prepare the dataset (rank 0 builds it, the others wait and find it ready), tokenised
+    with the `given` SentencePiece models if any."""
     if not ranks.main:
         distributed.barrier()
-    folder, manifest, _ = prepare_dataset(cfg)
+    folder, manifest, _ = prepare_dataset(cfg, given)
     if ranks.main:
         distributed.barrier()
     return folder, manifest
@@ -94,9 +99,15 @@ def guide_training(
     data.follow(AlignmentGuide(folder, "train", src, tgt), models)
 
 
-def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
-    """The trainer of a resolved config (the `train` config), writing into `run_dir`."""
+def build_trainer(
+    config: dict[str, Any], run_dir: Path, overrides: Collection[str] = ()
+) -> Trainer:
+    """The trainer of a resolved config (the `train` config), writing into `run_dir`.
+    `overrides`: the command line's, which trainer.init checks against its checkpoint."""
     cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
+    start = read_start(cfg.init) if cfg.init else None
+    if start:  # the checkpoint's architecture and vocabulary (attnmt.train.init)
+        config = adopt(config, start, overrides)
     data_cfg = to_dataclass(DataConfig, config["data"], "data")
     search = validation_search(cfg)
     ranks, device = distributed.start(cfg.device)
@@ -105,7 +116,7 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     limit_onednn_cache()
     torch.use_deterministic_algorithms(cfg.deterministic)
     seed_everything(cfg.seed)
-    folder, manifest = open_dataset(data_cfg, ranks)
+    folder, manifest = open_dataset(data_cfg, ranks, start.tokenizers if start else None)
     src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
     # The tokenizers never change during a run: read once, into every checkpoint.
     files = {lang: folder / spm_model_name(data_cfg, lang) for lang in (src, tgt)}
@@ -122,6 +133,9 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     vocab = manifest["vocab"]
     model = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(device)
     log.info("model parameters:\n%s", parameter_summary(model))
+    if start:  # a resume (trainer.resume) replaces these with its own
+        model.load_state_dict({k: v.float() for k, v in start.weights.items()})
+        log.info("trainer.init: the model starts from the weights of %s", start.path)
     precision = amp_dtype(cfg.amp, device)
     log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")
     if cfg.compile:
