@@ -24,9 +24,15 @@ from sentencepiece import SentencePieceProcessor
 
 from attnmt.config import output_path, to_dict
 from attnmt.data import corpus, sources
-from attnmt.data.config import PIPELINE_VERSION, DataConfig, given_digests, spm_model_name
+from attnmt.data.config import (
+    PIPELINE_VERSION,
+    Corpus,
+    DataConfig,
+    given_digests,
+    spm_model_name,
+)
 from attnmt.data.folder import building, current_manifest, move_into_place
-from attnmt.data.ids import IdsWriter
+from attnmt.data.ids import CORPUS_FILE, IdsWriter
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
 from attnmt.errors import DataError
@@ -37,15 +43,26 @@ log = logging.getLogger(__name__)
 
 
 def _split_codes(
-    cfg: DataConfig, staged: corpus.StagedPairs, paths: list[Path], report: corpus.CleaningReport
+    cfg: DataConfig,
+    staged: corpus.StagedPairs,
+    paths: list[Path],
+    report: corpus.CleaningReport,
+    evaluated: np.ndarray | None = None,
+    first_part: int = 0,
 ) -> np.ndarray:
-    """The split code (TRAIN, DEV, TEST) of each staged pair, -1 for a dropped duplicate."""
+    """The split code (TRAIN, DEV, TEST) of each staged pair, -1 for a dropped duplicate.
+
+    With several corpora, `evaluated` marks the pairs of the one that gives dev and test (its
+    inputs start at part `first_part`); the pairs of the others all go to train, except those
+    sharing a sentence with a dev or test pair, which are dropped (`dev_test_overlap`)."""
     keep = staged.first_occurrences()
     if duplicates := int(len(keep) - keep.sum()):
         report.drop("duplicate", duplicates)
+    if evaluated is not None:
+        return _mixed_split_codes(cfg, staged, paths, report, keep, evaluated, first_part)
     codes = np.full(len(staged), -1, dtype=np.int8)
     if sources.source_of(cfg).given_splits:  # the inputs are the splits, in SPLITS order
-        codes[keep] = staged.parts[keep]
+        codes[keep] = staged.parts[keep] - first_part
         if not (codes == TRAIN).any():
             raise DataError(f"{paths[0]}: no training pairs left after cleaning")
         return codes
@@ -57,6 +74,35 @@ def _split_codes(
     kept = np.flatnonzero(keep)
     groups = group_pairs(staged.en_keys[kept], staged.zh_keys[kept])
     codes[kept] = assign_splits(groups, cfg.dev_size, cfg.test_size, cfg.seed)
+    return codes
+
+
+def _mixed_split_codes(
+    cfg: DataConfig,
+    staged: corpus.StagedPairs,
+    paths: list[Path],
+    report: corpus.CleaningReport,
+    keep: np.ndarray,
+    evaluated: np.ndarray,
+    first_part: int,
+) -> np.ndarray:
+    """`_split_codes` with several corpora (see there)."""
+    codes = np.full(len(staged), -1, dtype=np.int8)
+    own = np.flatnonzero(keep & evaluated)
+    if not len(own):
+        raise DataError(f"{', '.join(map(str, paths))}: the evaluated corpus has no clean pairs")
+    if sources.source_of(cfg).given_splits:
+        codes[own] = staged.parts[own] - first_part
+    else:
+        groups = group_pairs(staged.en_keys[own], staged.zh_keys[own])
+        codes[own] = assign_splits(groups, cfg.dev_size, cfg.test_size, cfg.seed)
+    held = codes > TRAIN  # dev and test
+    others = np.flatnonzero(keep & ~evaluated)
+    overlap = np.isin(staged.en_keys[others], staged.en_keys[held]) | np.isin(
+        staged.zh_keys[others], staged.zh_keys[held]
+    )
+    codes[others[~overlap]] = TRAIN
+    report.drop("dev_test_overlap", int(overlap.sum()))
     return codes
 
 
@@ -147,9 +193,13 @@ def _encode_and_write(
     models: dict[str, SentencePieceProcessor],
     folder: Path,
     report: corpus.CleaningReport,
+    train_corpus: np.ndarray | None = None,
 ) -> dict[str, int]:
     """Tokenise each split a chunk at a time, apply the length rules to train, write the text
-    and the ids; return the pair count of each split."""
+    and the ids; return the pair count of each split. With several corpora (`train_corpus`:
+    the corpus of each staged training pair), the corpus of each kept one goes to
+    `train.corpus.npy`."""
+    kept_corpus: list[np.ndarray] = []
     langs = (cfg.src_lang, cfg.tgt_lang)
     counts = {}
     for split in SPLITS:
@@ -166,6 +216,7 @@ def _encode_and_write(
                 *(corpus.read_own_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
             )
             counts[split] = 0
+            seen = 0  # staged pairs of this split read so far
             for chunk in corpus.chunks(staged, ENCODE_CHUNK):
                 sides = list(zip(*chunk, strict=True))  # (source sentences, target sentences)
                 encoded = [
@@ -174,6 +225,9 @@ def _encode_and_write(
                 keep = range(len(chunk))
                 if split == "train":  # dev and test stay whole so their scores are honest
                     keep = [i for i in keep if _passes_length_rules(cfg, encoded, i, report)]
+                    if train_corpus is not None:
+                        kept_corpus.append(train_corpus[seen + np.asarray(keep, dtype=np.int64)])
+                    seen += len(chunk)
                 for side, side_ids, text, writer in zip(sides, encoded, texts, ids, strict=True):
                     text.write("".join(side[i] + "\n" for i in keep))
                     writer.add([side_ids[i] for i in keep])
@@ -183,6 +237,8 @@ def _encode_and_write(
                 "no training pairs left after the length rules "
                 f"(data.max_length={cfg.max_length}, data.max_ratio={cfg.max_ratio})"
             )
+    if train_corpus is not None:
+        np.save(folder / CORPUS_FILE, np.concatenate(kept_corpus).astype(np.int8))
     return counts
 
 
@@ -197,22 +253,41 @@ def _passes_length_rules(
 
 
 def _stage_and_split(
-    cfg: DataConfig, paths: list[Path], folder: Path, report: corpus.CleaningReport
-) -> list[int]:
-    """Stage the clean pairs, split them, and write each split's text to folder/.{split}.{lang};
-    return the pair count of each split. The keys are freed on return, before SentencePiece."""
+    cfg: DataConfig,
+    inputs: list[tuple[Corpus, list[Path]]],
+    folder: Path,
+    report: corpus.CleaningReport,
+) -> tuple[list[int], np.ndarray | None]:
+    """Stage the clean pairs of every corpus, split them, and write each split's text to
+    folder/.{split}.{lang}; return the pair count of each split and, with several corpora, the
+    corpus of each training pair. The keys are freed on return, before SentencePiece."""
+    paths = [path for _, files in inputs for path in files]
     log.info("reading and normalising %s", ", ".join(map(str, paths)))
-    staged = corpus.stage_pairs(sources.source_of(cfg).raw_parts(cfg, paths), folder, report)
-    codes = _split_codes(cfg, staged, paths, report)
+    parts, part_corpus = [], []
+    for index, (entry, files) in enumerate(inputs):
+        found = sources.source_of(entry.data).raw_parts(entry.data, files)
+        parts += found
+        part_corpus += [index] * len(found)
+    staged = corpus.stage_pairs(parts, folder, report)
+    if len(inputs) == 1:
+        codes, train_corpus = _split_codes(cfg, staged, paths, report), None
+    else:
+        marked = next(i for i, (entry, _) in enumerate(inputs) if entry.evaluate)
+        corpus_of = np.asarray(part_corpus, dtype=np.int8)[staged.parts]
+        evaluated_cfg = inputs[marked][0].data
+        codes = _split_codes(
+            evaluated_cfg, staged, paths, report, corpus_of == marked, part_corpus.index(marked)
+        )
+        train_corpus = corpus_of[codes == TRAIN]
     _write_split_text(staged, codes, folder)
     staged.en_path.unlink()  # routed to the splits: a copy of the corpus less on disk
     staged.zh_path.unlink()
-    return [int((codes == code).sum()) for code in range(len(SPLITS))]
+    return [int((codes == code).sum()) for code in range(len(SPLITS))], train_corpus
 
 
 def _build(
     cfg: DataConfig,
-    paths: list[Path],
+    inputs: list[tuple[Corpus, list[Path]]],
     hashes: list[str],
     folder: Path,
     given: Mapping[str, bytes] | None,
@@ -224,7 +299,7 @@ def _build(
     key, route the text to per-split files, train SentencePiece, then encode a chunk at a time.
     """
     report = corpus.CleaningReport()
-    sizes = _stage_and_split(cfg, paths, folder, report)
+    sizes, train_corpus = _stage_and_split(cfg, inputs, folder, report)
     log.info(
         "%s pairs read; split %s",
         f"{report.read:,}",
@@ -237,7 +312,7 @@ def _build(
         log.info("training SentencePiece on the train split")
         models = _train_tokenizers(cfg, folder, sizes[TRAIN])
     log.info("tokenising")
-    counts = _encode_and_write(cfg, models, folder, report)
+    counts = _encode_and_write(cfg, models, folder, report, train_corpus)
     for staging in folder.glob(".*"):
         staging.unlink()
     vocab = {
@@ -248,7 +323,8 @@ def _build(
         "pipeline_version": PIPELINE_VERSION,
         "fingerprint": fingerprint(cfg, hashes, given),
         "sources": [
-            {"path": str(p.resolve()), "sha256": h} for p, h in zip(paths, hashes, strict=True)
+            {"path": str(p.resolve()), "sha256": h}
+            for p, h in zip([p for _, files in inputs for p in files], hashes, strict=True)
         ],
         "src_lang": cfg.src_lang,
         "tgt_lang": cfg.tgt_lang,
@@ -256,12 +332,24 @@ def _build(
         "dropped": {
             rule: report.dropped.get(rule, 0)
             for rule in ("empty_side", "duplicate", "too_long", "length_ratio")
+            + (("dev_test_overlap",) if len(inputs) > 1 else ())
         },
         "counts": counts,
         "vocab": vocab,
         "seed": cfg.seed,
         "config": to_dict(cfg),
     }
+    if len(inputs) > 1:  # what `CorpusMix` samples by
+        kept = np.load(folder / CORPUS_FILE)
+        manifest["corpora"] = [
+            {
+                "source": entry.data.source,
+                "weight": entry.weight,
+                "evaluate": entry.evaluate,
+                "train_pairs": int((kept == index).sum()),
+            }
+            for index, (entry, _) in enumerate(inputs)
+        ]
     if given:  # tokenised with a model's own SentencePiece models (trainer.init)
         manifest["given_tokenizers"] = given_digests(given)
     return manifest
@@ -277,10 +365,14 @@ def prepare_dataset(
     One process builds while any other preparing the same folder waits for it (`folder.py`), then
     finds it built. Returns the folder, its manifest, and whether this call (re)built it.
     """
-    source = sources.source_of(cfg)
-    paths = source.input_files(cfg)
-    hashes = [corpus.sha256_of(p) for p in paths]
-    source.check(cfg, paths, hashes)
+    inputs, hashes = [], []
+    for entry in cfg.corpus_list():
+        source = sources.source_of(entry.data)
+        paths = source.input_files(entry.data)
+        found = [corpus.sha256_of(p) for p in paths]
+        source.check(entry.data, paths, found)
+        inputs.append((entry, paths))
+        hashes += found
     folder, wanted = cfg.folder_with(given), fingerprint(cfg, hashes, given)
     if manifest := current_manifest(folder, wanted):
         return folder, manifest, False
@@ -294,7 +386,7 @@ def prepare_dataset(
             shutil.rmtree(stale, ignore_errors=True)  # its owner is gone: this one holds the lock
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
         try:
-            manifest = _build(cfg, paths, hashes, tmp, given)
+            manifest = _build(cfg, inputs, hashes, tmp, given)
             (tmp / "manifest.json").write_text(
                 json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )
