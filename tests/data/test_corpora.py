@@ -23,7 +23,7 @@ CEDICT = """\
 # a comment
 一點點 一点点 [yi1 dian3 dian3] /a little bit/
 丁 丁 [Ding1] /surname Ding/
-一鼻孔出氣 一鼻孔出气 [yi1 bi2 kong3 chu1 qi4] /lit. to breathe through the same nostril (idiom)/to sing from the same hymn sheet/
+一鼻孔出氣 一鼻孔出气 [yi1 bi2 kong3] /lit. to breathe through one nostril (idiom)/to sing along/
 丁丁 丁丁 [ding1 ding1] /(slang) penis (丁丁 resembles "JJ")/
 了 了 [le5] /see 了[liao3]/CL:個|个[ge4]/
 """
@@ -110,8 +110,8 @@ def test_the_cedict_reader_keeps_translations_not_notes(tmp_path):
         out.write(CEDICT)
     assert list(corpus.read_cedict(path)) == [
         ("a little bit", "一点点"),
-        ("to breathe through the same nostril", "一鼻孔出气"),
-        ("to sing from the same hymn sheet", "一鼻孔出气"),
+        ("to breathe through one nostril", "一鼻孔出气"),
+        ("to sing along", "一鼻孔出气"),
     ]
     bad = write_lines(tmp_path / "bad.txt", ["not an entry\n"])
     with pytest.raises(Exception, match=r"bad.txt:1: not a CC-CEDICT entry"):
