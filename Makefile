@@ -15,7 +15,7 @@ BEST ?= outputs/$(EXPERIMENT)
 # The checkpoint make evaluate scores: the best of the newest run under outputs/.
 CKPT ?= $(lastword $(sort $(wildcard outputs/*/*/best.pt)))
 
-.PHONY: install data train best evaluate serve compare test lint format bench scale clean
+.PHONY: install data train best distill evaluate serve compare test lint format bench scale clean
 
 install: $(VENV)/.installed
 
@@ -49,6 +49,16 @@ best: install
 	$(BIN)/attnmt-average run=$(BEST)/seed1234 output=$(BEST)/seed1234/avg.pt
 	$(BIN)/attnmt-average run=$(BEST)/seed2 output=$(BEST)/seed2/avg.pt
 	$(BIN)/attnmt-evaluate ckpt=[$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt] sets=[dev,test]
+
+# Sequence-level distillation (README): the teacher (TEACHER; default: make best's ensemble)
+# translates its training split with beam 5 into $(DISTILL)/corpus, and a student of the default
+# size trains on that with the default recipe, then is scored like the teacher.
+TEACHER ?= [$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt]
+DISTILL ?= outputs/distill
+distill: install
+	$(BIN)/attnmt-distill ckpt=$(TEACHER) output=$(DISTILL)/corpus
+	$(BIN)/attnmt-train data=splits data.split_dir=$(DISTILL)/corpus trainer.processes=auto hydra.run.dir=$(DISTILL)/student $(ARGS)
+	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/best.pt sets=[dev,test]
 
 evaluate: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }
