@@ -57,8 +57,9 @@ TEACHER ?= [$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt]
 DISTILL ?= outputs/distill
 distill: install
 	$(BIN)/attnmt-distill ckpt=$(TEACHER) output=$(DISTILL)/corpus
-	$(BIN)/attnmt-train data=splits data.split_dir=$(DISTILL)/corpus trainer.processes=auto hydra.run.dir=$(DISTILL)/student $(ARGS)
+	$(BIN)/attnmt-train data=splits data.split_dir=$(DISTILL)/corpus $$(cat $(DISTILL)/corpus/langs) trainer.processes=auto hydra.run.dir=$(DISTILL)/student $(ARGS)
 	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/best.pt sets=[dev,test]
+	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/best.pt sets=[test] beam_size=1 output_dir=$(DISTILL)/student/eval-greedy
 
 evaluate: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }

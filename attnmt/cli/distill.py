@@ -6,6 +6,7 @@ for each source, which is easier to fit than the references' variety; with an en
 teacher (Freitag et al. 2017) one student can come close to the ensemble. The teacher
 translates the source side of the training split of the dataset it was trained on; the dev and
 test splits are copied unchanged, so the student is validated and scored on the same pairs.
+The direction goes to DIR/langs as the overrides that train the student the same way.
 """
 
 import logging
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import output_path
 from attnmt.data.corpus import chunks, read_lines
+from attnmt.errors import DataError
 from attnmt.infer.evaluate import processed_sets
 from attnmt.runtime import keep_freed_memory, set_threads
 
@@ -41,7 +43,13 @@ def run(cfg: DistillOptions) -> None:
     out = output_path(cfg.output, "output", folder=True)
     out.mkdir(parents=True, exist_ok=True)
     teacher = cfg.load()
-    train, *held_out = processed_sets(teacher, ["train", "dev", "test"])
+    try:
+        train, *held_out = processed_sets(teacher, ["train", "dev", "test"])
+    except DataError as error:
+        raise DataError(
+            f"ckpt={cfg.ckpt}: the teacher translates the training split of the dataset it was "
+            f"trained on, which must be on this machine ({error})"
+        ) from None
     sources = list(read_lines(train.source))
     translations: list[str] = []
     for chunk in chunks(sources, CHUNK):

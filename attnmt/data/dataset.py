@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,46 +12,10 @@ import torch
 from torch import Tensor
 
 from attnmt.data.guide import AlignmentGuide
-from attnmt.data.ids import CORPUS_FILE, TokenIds
+from attnmt.data.ids import TokenIds
+from attnmt.data.mix import CorpusMix
 from attnmt.errors import DataError
 from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID
-
-
-@dataclass(frozen=True)
-class CorpusMix:
-    """The training pairs of several corpora (data.corpora) and what an epoch holds of each:
-    every training pair of the evaluated corpus, and of each other corpus round(N w_k / w_e)
-    pairs (N the evaluated corpus's pairs, w its weight, w_k the other's), drawn afresh each
-    epoch: a whole pass over the corpus as many times as that fits, then a sample without
-    repeats. A given (seed, epoch) draws the same pairs again."""
-
-    corpus: np.ndarray  # (pairs,) the corpus of each training pair
-    weights: tuple[float, ...]
-    evaluated: int
-
-    @classmethod
-    def read(cls, folder: Path) -> CorpusMix | None:
-        """The mix of a processed folder with several corpora; None for one corpus."""
-        path = folder / CORPUS_FILE
-        if not path.is_file():
-            return None
-        corpora = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["corpora"]
-        evaluated = next(i for i, c in enumerate(corpora) if c["evaluate"])
-        return cls(np.load(path), tuple(c["weight"] for c in corpora), evaluated)
-
-    def epoch_pairs(self, seed: int, epoch: int) -> np.ndarray:
-        """The indices of the pairs epoch `epoch` trains on."""
-        own = np.flatnonzero(self.corpus == self.evaluated)
-        chosen = [own]
-        for index, weight in enumerate(self.weights):
-            pool = np.flatnonzero(self.corpus == index)
-            if index == self.evaluated or not len(pool):
-                continue
-            wanted = round(len(own) * weight / self.weights[self.evaluated])
-            passes, rest = divmod(wanted, len(pool))
-            rng = np.random.default_rng([seed, epoch, index])
-            chosen += [pool] * passes + [rng.choice(pool, rest, replace=False)]
-        return np.concatenate(chosen)
 
 
 @dataclass
@@ -196,7 +159,8 @@ class ParallelData:
             order = np.lexsort((jitter, src_len, tgt_len))
         else:  # several corpora: this epoch's share of each (`CorpusMix`)
             chosen = self.mix.epoch_pairs(seed, epoch)
-            order = chosen[np.lexsort((jitter[chosen], src_len[chosen], tgt_len[chosen]))]
+            jitter = rng.random(len(chosen))  # per position: repeats of a pair spread out
+            order = chosen[np.lexsort((jitter, src_len[chosen], tgt_len[chosen]))]
         batches = chunk_by_tokens(order, np.maximum(src_len, tgt_len), batch_tokens)
         rng.shuffle(batches)
         return batches

@@ -4,8 +4,8 @@
 vocabulary fits, else int32), without BOS or EOS; `{split}.{lang}.offsets.npy` (int64, one more
 than the sentence count) says where each starts, so sentence i is tokens[offsets[i]:offsets[i+1]].
 Both are plain .npy files, loaded memory-mapped: nothing is re-tokenised at train time and a
-large corpus costs address space, not memory. A dataset of several corpora (data.corpora) adds
-`train.corpus.npy` (int8): the corpus of each training pair.
+large corpus costs address space, not memory. A dataset of several corpora adds the corpus of
+each training pair (`mix.py`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.errors import DataError
-
-CORPUS_FILE = "train.corpus.npy"
 
 
 class IdsWriter:

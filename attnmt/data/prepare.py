@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import shutil
@@ -32,10 +33,11 @@ from attnmt.data.config import (
     spm_model_name,
 )
 from attnmt.data.folder import building, current_manifest, move_into_place
-from attnmt.data.ids import CORPUS_FILE, IdsWriter
+from attnmt.data.ids import IdsWriter
+from attnmt.data.mix import CORPUS_FILE, CorpusMix
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
-from attnmt.errors import DataError
+from attnmt.errors import ConfigError, DataError
 
 ENCODE_CHUNK = 10_000  # pairs tokenised at a time
 
@@ -135,12 +137,17 @@ def fingerprint(
 
 
 def _train_tokenizers(
-    cfg: DataConfig, folder: Path, train_pairs: int
+    cfg: DataConfig, folder: Path, train_pairs: int, use: np.ndarray | None = None
 ) -> dict[str, SentencePieceProcessor]:
-    """Train the SentencePiece model(s) on the train split only; return them by language."""
+    """Train the SentencePiece model(s) on the train split only (with several corpora, on the
+    pairs `use` marks); return them by language."""
 
     def train_lines(lang: str) -> Iterator[str]:
-        return corpus.read_own_lines(folder / f".train.{lang}")
+        lines = corpus.read_own_lines(folder / f".train.{lang}")
+        return lines if use is None else itertools.compress(lines, use)
+
+    if use is not None:
+        train_pairs = int(use.sum())
 
     langs = (cfg.src_lang, cfg.tgt_lang)
     sizes = {
@@ -310,7 +317,12 @@ def _build(
         models = _given_tokenizers(cfg, folder, given)
     else:
         log.info("training SentencePiece on the train split")
-        models = _train_tokenizers(cfg, folder, sizes[TRAIN])
+        use = None
+        if train_corpus is not None:  # each corpus by its weight, as an epoch draws them
+            weights = tuple(entry.weight for entry, _ in inputs)
+            evaluated = next(i for i, (entry, _) in enumerate(inputs) if entry.evaluate)
+            use = CorpusMix(train_corpus, weights, evaluated).tokenizer_lines(cfg.seed)
+        models = _train_tokenizers(cfg, folder, sizes[TRAIN], use)
     log.info("tokenising")
     counts = _encode_and_write(cfg, models, folder, report, train_corpus)
     for staging in folder.glob(".*"):
@@ -337,7 +349,7 @@ def _build(
         "counts": counts,
         "vocab": vocab,
         "seed": cfg.seed,
-        "config": to_dict(cfg),
+        "config": {k: v for k, v in to_dict(cfg).items() if k != "corpora" or v is not None},
     }
     if len(inputs) > 1:  # what `CorpusMix` samples by
         kept = np.load(folder / CORPUS_FILE)
@@ -366,11 +378,17 @@ def prepare_dataset(
     finds it built. Returns the folder, its manifest, and whether this call (re)built it.
     """
     inputs, hashes = [], []
-    for entry in cfg.corpus_list():
+    corpora = cfg.corpus_list()
+    for entry in corpora:
         source = sources.source_of(entry.data)
-        paths = source.input_files(entry.data)
-        found = [corpus.sha256_of(p) for p in paths]
-        source.check(entry.data, paths, found)
+        try:
+            paths = source.input_files(entry.data)
+            found = [corpus.sha256_of(p) for p in paths]
+            source.check(entry.data, paths, found)
+        except (ConfigError, DataError) as error:
+            if len(corpora) == 1:
+                raise
+            raise type(error)(f"{entry.key}: {error}") from None  # which entry's data.* key
         inputs.append((entry, paths))
         hashes += found
     folder, wanted = cfg.folder_with(given), fingerprint(cfg, hashes, given)

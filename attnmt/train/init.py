@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.errors import CheckpointError, ConfigError
-from attnmt.infer.checkpoint import ARCHITECTURE_GROUPS, load_checkpoint, tokenizer_bytes
+from attnmt.infer.checkpoint import (
+    ARCHITECTURE_GROUPS,
+    architecture_differences,
+    load_checkpoint,
+    tokenizer_bytes,
+)
 
 KEY = "trainer.init"
 ADOPTED = (*ARCHITECTURE_GROUPS, "data.vocab")  # what the checkpoint's config fixes
@@ -46,11 +51,15 @@ class Start:
 def read_start(path: str | Path) -> Start:
     """The checkpoint named by trainer.init; a missing file or one that is not an attnmt
     checkpoint with a model is refused, naming the key."""
+    if str(path) == "???":  # +experiment=finetune leaves it to the command line
+        raise ConfigError(f"{KEY} is required here: the checkpoint to start from (RUN/best.pt)")
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{KEY}={path}: a folder; name a checkpoint in it, e.g. {path}/best.pt")
     if not path.is_file():
         raise ConfigError(f"{KEY}={path}: no such file")
     try:
-        saved = load_checkpoint(path, "cpu")
+        saved = load_checkpoint(path, "cpu", mmap=True)  # the weights, not the optimizer
     except CheckpointError as error:
         raise ConfigError(f"{KEY}={path}: {error}") from None
     missing = [part for part in ("model", "config") if part not in saved]
@@ -86,6 +95,27 @@ def overridden_keys(overrides: Collection[str]) -> list[str]:
     return keys
 
 
+def override_conflict(key: str, config: Mapping[str, Any], start: Start) -> str | None:
+    """How an override of `key` disagrees with the checkpoint, or None. Architecture keys are
+    compared as `architecture_differences` does (a key a class gained later counts as its
+    default); data.vocab keys as they are. An override of the whole data group (data=files)
+    chooses the data, whose vocabulary the checkpoint then replaces: no conflict."""
+    if key == "data" or not any(
+        key == fixed or key.startswith(f"{fixed}.") or fixed.startswith(f"{key}.")
+        for fixed in ADOPTED
+    ):
+        return None
+    group = key.split(".")[0]
+    if group in ARCHITECTURE_GROUPS:
+        differences = architecture_differences(
+            {group: start.config.get(group, {})}, {group: config.get(group, {})}
+        )
+        found = [d for d in differences if d.startswith((f"{key}:", f"{key}."))]
+        return "; ".join(found) or None
+    wanted, saved = lookup(config, key), lookup(start.config, key)
+    return None if wanted == saved else f"{key}: {saved!r} in the checkpoint"
+
+
 def adopt(config: Mapping[str, Any], start: Start, overrides: Collection[str] = ()) -> dict:
     """`config` with the checkpoint's architecture and vocabulary (see the module). An
     override (of `overrides`, the command line's) of those keys that differs from the
@@ -98,18 +128,10 @@ def adopt(config: Mapping[str, Any], start: Start, overrides: Collection[str] = 
                 f"{lookup(config, key)} (data.src_lang and data.tgt_lang must be the checkpoint's)"
             )
     for key in overridden_keys(overrides):
-        if not any(
-            key == fixed or key.startswith(f"{fixed}.") or fixed.startswith(f"{key}.")
-            for fixed in ADOPTED
-        ):
-            continue
-        if key == "data":  # the whole group: only its vocabulary is fixed
-            key = "data.vocab"
-        wanted, found = lookup(config, key), lookup(start.config, key)
-        if wanted != found:
+        if conflict := override_conflict(key, config, start):
             raise ConfigError(
-                f"{key}={wanted}: {KEY}={start.path} fixes the architecture and vocabulary, "
-                f"and has {key}={found}; leave {key} out"
+                f"{key}={lookup(config, key)}: {KEY}={start.path} fixes the architecture and "
+                f"vocabulary ({conflict}); leave {key} out"
             )
     adopted = copy.deepcopy(dict(config))
     for group in ARCHITECTURE_GROUPS:

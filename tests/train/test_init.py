@@ -68,14 +68,16 @@ def test_an_export_starts_a_run_and_init_only_starts_runs(trained_run, new_corpu
     export = RunDir(trained_run).kept_files()[0]  # an inference-only file
     options = [f"trainer.init={export}", "trainer.resume=auto"]
     trainer_for(new_corpus, tmp_path, "run", [*options, "trainer.max_steps=2"]).fit()
-    trainer_for(new_corpus, tmp_path, "run", [*options, "trainer.max_steps=4"]).fit()
-    assert [step for step, _ in losses(tmp_path / "run")] == [1, 2, 3, 4]  # resumed at 2
+    again = trainer_for(new_corpus, tmp_path, "run", [*options, "trainer.max_steps=4"])
+    assert again.progress.step == 2  # resumed from last.pt, not started again from the export
+    again.fit()
+    assert [step for step, _ in losses(tmp_path / "run")] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(
     "override,key",
     [
-        ("attention=dot", "attention"),
+        ("attention=coverage", "attention"),
         ("decoder.hidden_size=64", "decoder.hidden_size"),
         ("data.vocab.tgt_size=300", "data.vocab.tgt_size"),
     ],
@@ -107,8 +109,24 @@ def test_bad_init_files_name_the_key(alone, new_corpus, tmp_path):
             trainer_for(new_corpus, tmp_path, "run", overrides)
 
 
-def test_the_finetune_recipe_needs_a_model():
+def test_the_finetune_recipe_needs_a_model(new_corpus, tmp_path):
     config = compose_config("train", ["+experiment=finetune", "trainer.init=x.pt"])
     assert config.trainer.lr < plain(compose_config("train", []))["trainer"]["lr"]
-    with pytest.raises(Exception, match="trainer.init"):
-        plain(compose_config("train", ["+experiment=finetune"]))
+    with pytest.raises(ConfigError, match=r"^trainer.init is required"):
+        trainer_for(new_corpus, tmp_path, "run", ["+experiment=finetune"])
+
+
+def test_a_whole_data_group_override_is_not_a_conflict(alone, new_corpus, tmp_path):
+    folder = tmp_path / "files"
+    folder.mkdir()
+    pairs = [line.split("\t")[:2] for line in new_corpus.read_text(encoding="utf-8").splitlines()]
+    (folder / "a.en").write_text("".join(en + "\n" for en, _ in pairs), encoding="utf-8")
+    (folder / "a.zh").write_text("".join(zh + "\n" for _, zh in pairs), encoding="utf-8")
+    overrides = [
+        f"trainer.init={alone}",
+        "data=files",
+        f"data.en_path={folder / 'a.en'}",
+        f"data.zh_path={folder / 'a.zh'}",
+        "trainer.max_steps=1",
+    ]
+    trainer_for(new_corpus, tmp_path, "run", overrides).fit()
