@@ -6,10 +6,11 @@ attention's mean entropy and the speeds; a JSON file, a Markdown table and one p
                               [--guided-weight 1] [--gold data/alignments] [--out compare]
                               [HYDRA_OVERRIDE ...]
 
-A variant is an attention option (configs/attention/), or `guided`: additive attention trained
-with guided alignment (`trainer.guided_alignment=W`, W from --guided-weight). Each (variant,
-seed) run goes to OUT/runs/VARIANT/seed{N} (`attention=VARIANT trainer.seed=N`) and is trained
-on its own, one after the other. A run that finished is reused; one that was
+A variant is an attention option (configs/attention/; its run: `attention=VARIANT`), or
+`guided`: additive attention trained with guided alignment (`attention=additive
+trainer.guided_alignment=W`, W from --guided-weight). By default the study runs all of them.
+Each (variant, seed) run goes to OUT/runs/VARIANT/seed{N} (`trainer.seed=N`) and is trained on
+its own, one after the other. A run that finished is reused; one that was
 interrupted resumes from its last.pt, so a stopped study continues where it stopped.
 `make compare` runs it on the default corpus; extra overrides (data.*, trainer.*) go to every
 run and come after the study's own, so they win.
@@ -31,6 +32,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 from sacrebleu.metrics import BLEU  # noqa: E402
 from sacrebleu.significance import PairedTest  # noqa: E402
 
@@ -73,9 +75,7 @@ def variant_overrides(variant: str, guided_weight: float) -> list[str]:
     return [f"attention={variant}"]
 
 
-def train_command(
-    variant: str, seed: int, directory: Path, minutes: float, overrides: list[str]
-) -> list[str]:
+def train_command(seed: int, directory: Path, minutes: float, overrides: list[str]) -> list[str]:
     """One training run; `trainer.resume=auto` resumes an interrupted one in place. The
     variant's own overrides come first in `overrides`."""
     return [
@@ -104,6 +104,19 @@ def train_run(command: list[str], directory: Path) -> None:
     (directory / FINISHED).write_text(" ".join(command) + "\n", encoding="utf-8")
 
 
+def check_guided_weight(directory: Path, weight: float) -> None:
+    """Refuse to reuse or resume a guided run trained with another --guided-weight."""
+    config = directory / ".hydra" / "config.yaml"
+    if not config.is_file():
+        return
+    found = OmegaConf.load(config).trainer.guided_alignment
+    if found != weight:
+        raise SystemExit(
+            f"{directory} was trained with trainer.guided_alignment={found}, not "
+            f"--guided-weight {weight:g}: pass that weight, or another --out"
+        )
+
+
 def train_all(
     out: Path,
     variants: list[str],
@@ -116,11 +129,13 @@ def train_all(
     for variant in variants:
         for seed in seeds:
             directory = run_dir(out, variant, seed)
+            if variant == GUIDED:
+                check_guided_weight(directory, guided_weight)
             if is_finished(directory):
                 print(f"{directory}: finished, reused")
                 continue
             own = [*variant_overrides(variant, guided_weight), *overrides]
-            train_run(train_command(variant, seed, directory, minutes, own), directory)
+            train_run(train_command(seed, directory, minutes, own), directory)
 
 
 # --- one run's figures ----------------------------------------------------------------------

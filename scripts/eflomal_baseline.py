@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from attnmt.data.guide import eflomal_links
-from attnmt.data.units import grow_diag_final_and, units
+from attnmt.data.guide import aligner_tokens, eflomal_links
+from attnmt.data.units import grow_diag_final_and
 from attnmt.errors import DataError
 from attnmt.infer.align import aer
 from attnmt.infer.evaluate import GoldSet
@@ -50,7 +50,7 @@ def main() -> None:
     targets = (data / f"train.{tgt}").read_text(encoding="utf-8").splitlines() + gold.targets
     try:
         forward, backward = eflomal_links(
-            [units(s, src) for s in sources], [units(t, tgt) for t in targets]
+            [aligner_tokens(s, src) for s in sources], [aligner_tokens(t, tgt) for t in targets]
         )
     except DataError as error:
         sys.exit(str(error))

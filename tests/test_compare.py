@@ -22,13 +22,11 @@ def write_gold(folder: Path, corpus: Path) -> Path:
     return folder
 
 
-def run_study(tmp_path: Path, corpus: Path, gold: Path) -> dict:
+def run_study(tmp_path: Path, corpus: Path, gold: Path, *options: str):
     command = [
         sys.executable,
         str(SCRIPT),
-        "--variants",
-        "additive",
-        "guided",
+        *(options or ("--variants", "additive", "local_p", "guided")),
         "--seeds",
         "2",
         "--gold",
@@ -39,6 +37,8 @@ def run_study(tmp_path: Path, corpus: Path, gold: Path) -> dict:
         "trainer.max_steps=15",
     ]
     result = subprocess.run(command, capture_output=True, text=True)
+    if options:
+        return result
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads((tmp_path / "study" / "compare.json").read_text(encoding="utf-8"))
 
@@ -47,7 +47,7 @@ def test_the_study_reports_every_variant_per_seed_and_reuses_its_runs(tmp_path, 
     gold = write_gold(tmp_path / "gold", tiny_corpus)
     study = run_study(tmp_path, tiny_corpus, gold)
 
-    assert list(study) == ["additive", "guided"]
+    assert list(study) == ["additive", "local_p", "guided"]
     for entry in study.values():
         assert set(entry) >= KEYS
         assert set(entry["seeds"]) == {"1", "2"}
@@ -71,8 +71,10 @@ def test_the_study_reports_every_variant_per_seed_and_reuses_its_runs(tmp_path, 
     assert (tmp_path / "study" / "compare.png").is_file()
 
     checkpoints = sorted(runs.glob("*/seed*/best.pt"))
-    assert len(checkpoints) == 4
+    assert len(checkpoints) == 6
     written = [path.stat().st_mtime_ns for path in checkpoints]
     again = run_study(tmp_path, tiny_corpus, gold)
     assert [path.stat().st_mtime_ns for path in checkpoints] == written  # nothing retrained
     assert again["guided"]["seeds"]["1"]["bleu"] == study["guided"]["seeds"]["1"]["bleu"]
+    other = run_study(tmp_path, tiny_corpus, gold, "--variants", "guided", "--guided-weight", "2")
+    assert other.returncode and "trained with trainer.guided_alignment=1.0" in other.stderr

@@ -136,10 +136,19 @@ class ServeOptions(ModelToolOptions):
     def load_models(self) -> dict[str, Translator]:
         """The models to serve, by name, the default first; each on the options' device, in
         their precision."""
-        return {
+        models = {
             name: Translator.load(paths, self.device, self.quantize, self.dtype)
             for name, paths in named_models(self.ckpt, self.models).items()
         }
+        first, *others = models.items()  # the page sends one sentence to all of them
+        for name, translator in others:
+            if (translator.src_lang, translator.tgt_lang) != (first[1].src_lang, first[1].tgt_lang):
+                raise ConfigError(
+                    f"models.{name} translates {translator.src_lang}->{translator.tgt_lang}, but "
+                    f"models.{first[0]} {first[1].src_lang}->{first[1].tgt_lang}: served models "
+                    "share one direction"
+                )
+        return models
 
 
 def main() -> None:

@@ -116,10 +116,13 @@ class ParallelData:
         """Give each batch `guide`'s rows, with the pieces of this split's own segmentation."""
         sides = guide.encode(models)
         for ids, tokens, lang in zip(sides, (self.source, self.target), guide.langs, strict=True):
-            if not np.array_equal(np.fromiter(map(len, ids), np.int64, len(ids)), tokens.lengths):
+            made = np.fromiter(map(len, ids), np.int64, len(ids))
+            if len(made) != len(tokens.lengths) or not np.array_equal(made, tokens.lengths):
+                wrong = np.flatnonzero(made[: len(tokens.lengths)] != tokens.lengths[: len(made)])
+                line = int(wrong[0]) + 1 if len(wrong) else min(len(made), len(tokens.lengths)) + 1
                 raise DataError(
-                    f"{lang} token ids differ from what {lang}'s SentencePiece model makes of "
-                    "the split's text; rebuild the dataset"
+                    f"{guide.folder / f'train.{lang}'}, line {line}: the token ids differ from "
+                    f"what {lang}'s SentencePiece model makes of it; rebuild the dataset"
                 )
         self.guide = guide
 

@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def building(folder: Path) -> Iterator[None]:
-    """Hold the build of `folder` for this process, waiting while another process holds it."""
+def building(folder: Path, job: str = "attnmt-prepare") -> Iterator[None]:
+    """Hold the build of `folder` for this process, waiting while another process holds it
+    (`job`: what builds, for the log line of a process that waits)."""
     path = folder.parent / f".{folder.name}.lock"
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -33,7 +34,7 @@ def building(folder: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            log.info("%s: another attnmt-prepare (pid %s) is building it; waiting", folder, holder)
+            log.info("%s: another %s (pid %s) is building it; waiting", folder, job, holder)
             fcntl.flock(fd, fcntl.LOCK_EX)
         if is_same_file(fd, path):
             break

@@ -4,9 +4,12 @@ pair, and from them, for each batch, where each target piece's attention should 
 The links are cached once per processed folder, at the units of `attnmt.data.units`, in
 `train.align` beside the split: eflomal (Östling and Tiedemann 2016) aligns the training split
 in both directions and the two are symmetrised with grow-diag-final-and; one Pharaoh line per
-training pair, i a source unit and j a target unit of the folder's direction. The first run
-that asks for them (`trainer.guided_alignment` > 0) builds them under the folder's build lock;
-a folder rebuilt for another data config starts without them, so they follow the data.
+training pair, i a source unit and j a target unit of the folder's direction. The dataset step
+of the first training run that asks for them (`trainer.guided_alignment` > 0) builds them,
+right after preparing the folder and under its build lock (rank 0 first; other ranks read the
+same file); a folder rebuilt for another data config starts without them, so they follow the
+data. eflomal is an optional dependency: pip install 'attnmt[align]' (it builds with the C
+compiler; `make install` installs it).
 
 Units never change with the segmentation, so the same links serve a fixed segmentation and one
 sampled anew every epoch: each batch maps them to its own pieces. For target piece p, covering
@@ -18,7 +21,7 @@ of links that reach it:
 
 with T (target pieces x target units) and S (source pieces x source units) the 0/1 maps of
 `piece_to_unit` and L (target units x source units) the links. A piece with no link, the EOS
-row and column, and padding get a row of zeros: they are not guided.
+row, the EOS column and padding are zero: they are not guided.
 """
 
 from __future__ import annotations
@@ -35,12 +38,20 @@ import torch
 
 from attnmt.data.corpus import read_own_lines
 from attnmt.data.folder import building
-from attnmt.data.units import Link, grow_diag_final_and, piece_to_unit, read_links, unit_spans
+from attnmt.data.units import (
+    Link,
+    grow_diag_final_and,
+    piece_to_unit,
+    read_links,
+    unit_spans,
+    units,
+)
 from attnmt.errors import DataError
 
 log = logging.getLogger(__name__)
 
 ALIGNMENT_FILE = "train.align"
+EMPTY_UNIT = "∅"
 
 
 def eflomal_links(
@@ -52,7 +63,8 @@ def eflomal_links(
         from eflomal import Aligner
     except ImportError:
         raise DataError(
-            "eflomal is not installed (pip install eflomal; it builds with the C compiler)"
+            "eflomal is not installed: pip install 'attnmt[align]' (or eflomal; it builds with "
+            "the C compiler)"
         ) from None
     with tempfile.TemporaryDirectory() as scratch:
         forward, backward = Path(scratch) / "forward", Path(scratch) / "backward"
@@ -73,13 +85,13 @@ def build_alignments(folder: Path, src_lang: str, tgt_lang: str) -> Path:
     path = folder / ALIGNMENT_FILE
     if path.is_file():
         return path
-    with building(folder):
+    with building(folder, "eflomal alignment of the training split"):
         if path.is_file():
             return path  # built by the process this one waited for
         texts = [list(read_own_lines(folder / f"train.{lang}")) for lang in (src_lang, tgt_lang)]
         log.info("aligning the %s training pairs with eflomal (once per dataset)", len(texts[0]))
         sides = [
-            [[t[a:b] for a, b in unit_spans(t, lang)] for t in lines]
+            [aligner_tokens(t, lang) for t in lines]
             for lines, lang in zip(texts, (src_lang, tgt_lang), strict=True)
         ]
         forward, backward = eflomal_links(sides[0], sides[1])
@@ -94,6 +106,12 @@ def build_alignments(folder: Path, src_lang: str, tgt_lang: str) -> Path:
     return path
 
 
+def aligner_tokens(text: str, lang: str) -> list[str]:
+    """The units of `text` as an aligner's tokens, one per unit: an empty unit (a word 13a
+    rewrote) becomes a placeholder, so that the aligner's indices stay the units'."""
+    return [unit or EMPTY_UNIT for unit in units(text, lang)]
+
+
 def byte_spans(text: str, lang: str) -> np.ndarray:
     """The units of `text` as (start, end) UTF-8 byte offsets, as SentencePiece counts."""
     offsets = np.cumsum([0, *(len(c.encode("utf-8")) for c in text)])
@@ -101,12 +119,12 @@ def byte_spans(text: str, lang: str) -> np.ndarray:
 
 
 class AlignmentGuide:
-    """The guide rows of a split's pairs (see the module): its unit links, the units of its
-    text and the byte spans of the pieces of its current segmentation (`encode`)."""
+    """The guide rows of the training pairs (see the module): their unit links, the units of
+    their text and the byte spans of the pieces of their current segmentation (`encode`)."""
 
-    def __init__(self, folder: Path, split: str, src_lang: str, tgt_lang: str) -> None:
-        self.langs = (src_lang, tgt_lang)
-        self.texts = [list(read_own_lines(folder / f"{split}.{lang}")) for lang in self.langs]
+    def __init__(self, folder: Path, src_lang: str, tgt_lang: str) -> None:
+        self.folder, self.langs = folder, (src_lang, tgt_lang)
+        self.texts = [list(read_own_lines(folder / f"train.{lang}")) for lang in self.langs]
         self.units = [
             [byte_spans(text, lang) for text in lines]
             for lines, lang in zip(self.texts, self.langs, strict=True)

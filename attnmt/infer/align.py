@@ -53,7 +53,7 @@ def decoded_spans(
     """The text of piece `ids` (as `sp.decode` writes it) and each piece's span in it."""
     text = sp.decode(list(ids))
     ends = [len(sp.decode(list(ids[: k + 1]))) for k in range(len(ids))]
-    return text, list(zip([0, *ends[:-1]], ends, strict=True))
+    return text, list(zip([0, *ends][: len(ends)], ends, strict=True))  # no ids: no spans
 
 
 def unit_attention(

@@ -44,13 +44,19 @@ def seed_everything(seed: int) -> None:
 
 
 def open_dataset(
-    cfg: DataConfig, ranks: distributed.Ranks, given: dict[str, bytes] | None = None
+    cfg: DataConfig,
+    ranks: distributed.Ranks,
+    given: dict[str, bytes] | None = None,
+    aligned: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
-    """Prepare the dataset (rank 0 builds it, the others wait and find it ready), tokenised
-    with the `given` SentencePiece models if any."""
+    """Prepare the dataset, tokenised with the `given` SentencePiece models if any, and with
+    `aligned` eflomal's links of its training split for guided alignment (rank 0 builds them,
+    the others wait and find them ready)."""
     if not ranks.main:
         distributed.barrier()
     folder, manifest, _ = prepare_dataset(cfg, given)
+    if aligned:
+        build_alignments(folder, cfg.src_lang, cfg.tgt_lang)
     if ranks.main:
         distributed.barrier()
     return folder, manifest
@@ -91,12 +97,9 @@ def guide_training(
     data: ParallelData,
 ) -> None:
     """With trainer.guided_alignment, give the training batches eflomal's alignment (built
-    into the processed folder the first time; `attnmt.data.guide`)."""
-    if not cfg.guided_alignment:
-        return
-    src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
-    build_alignments(folder, src, tgt)
-    data.follow(AlignmentGuide(folder, "train", src, tgt), models)
+    into the processed folder by `open_dataset`; `attnmt.data.guide`)."""
+    if cfg.guided_alignment:
+        data.follow(AlignmentGuide(folder, data_cfg.src_lang, data_cfg.tgt_lang), models)
 
 
 def build_trainer(
@@ -116,7 +119,9 @@ def build_trainer(
     limit_onednn_cache()
     torch.use_deterministic_algorithms(cfg.deterministic)
     seed_everything(cfg.seed)
-    folder, manifest = open_dataset(data_cfg, ranks, start.tokenizers if start else None)
+    folder, manifest = open_dataset(
+        data_cfg, ranks, start.tokenizers if start else None, cfg.guided_alignment > 0
+    )
     src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
     # The tokenizers never change during a run: read once, into every checkpoint.
     files = {lang: folder / spm_model_name(data_cfg, lang) for lang in (src, tgt)}

@@ -36,7 +36,10 @@ def alignment_cross_entropy(weights: Tensor, guide: Tensor) -> Tensor:
 
 class TokenLoss(nn.Module):
     """Summed cross-entropy over a batch's real target tokens (padding never scored), with
-    label smoothing; validation's dev loss is the same with `label_smoothing=0`.
+    label smoothing, plus `guided_alignment` times the attention's cross-entropy against the
+    batch's guide (module docstring) where the batch has one; validation's dev loss is the
+    token cross-entropy alone, with `label_smoothing=0`. (So a guided run's logged training
+    loss includes the alignment term.)
 
     A module of its own so that DistributedDataParallel sees the whole computation.
     """

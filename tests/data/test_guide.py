@@ -11,10 +11,12 @@ from attnmt.data.dataset import ParallelData
 from attnmt.data.guide import ALIGNMENT_FILE, AlignmentGuide, build_alignments
 from attnmt.data.sampling import SampledData
 from attnmt.data.tokenizer import load_sentencepiece
-from attnmt.data.units import read_links, units
+from attnmt.data.units import piece_to_unit, read_links, unit_spans, units
 from attnmt.errors import DataError
+from attnmt.infer.align import piece_spans
 from attnmt.infer.translate import Translator
 from attnmt.train.loss import TokenLoss, alignment_cross_entropy
+from attnmt.vocab import EOS_ID, PAD_ID
 from tests.train.test_trainer import losses, make_trainer
 
 
@@ -27,7 +29,7 @@ def toy_folder(tmp_path, links):
 
 def test_guide_rows_spread_each_target_piece_over_the_source_pieces_its_links_reach(tmp_path):
     # zh units 我 爱 你 。; en units I love you . ; 爱-love and 你-love both, 。-. left out
-    guide = AlignmentGuide(toy_folder(tmp_path, "0-0 1-1 2-1 2-2"), "train", "zh", "en")
+    guide = AlignmentGuide(toy_folder(tmp_path, "0-0 1-1 2-1 2-2"), "zh", "en")
     # byte spans: zh pieces 我爱 | 你 | 。 ; en pieces I | " lo" | ve | " you" | .
     guide.pieces = [
         [np.array([(0, 6), (6, 9), (9, 12)])],
@@ -49,7 +51,7 @@ def test_guide_rows_spread_each_target_piece_over_the_source_pieces_its_links_re
 
 def test_a_link_past_its_sentence_names_the_file_and_line(tmp_path):
     with pytest.raises(DataError, match=rf"{ALIGNMENT_FILE}, line 1: 4-0 is past"):
-        AlignmentGuide(toy_folder(tmp_path, "0-0 4-0"), "train", "zh", "en")
+        AlignmentGuide(toy_folder(tmp_path, "0-0 4-0"), "zh", "en")
 
 
 @pytest.fixture
@@ -80,7 +82,7 @@ def check_guides(data):
         assert batch.guide.shape == (*batch.target.shape, batch.source.shape[1])
         sums = batch.guide.sum(-1)
         assert torch.all((sums - 1).abs().lt(1e-5) | sums.eq(0))
-        real = batch.target.ne(0) & batch.target.ne(3)  # neither padding nor EOS
+        real = batch.target.ne(PAD_ID) & batch.target.ne(EOS_ID)
         assert not sums[~real].any()
         eos = batch.source_lengths - 1
         assert not batch.guide[torch.arange(len(eos)), :, eos].any()  # no weight on EOS
@@ -88,14 +90,42 @@ def check_guides(data):
     assert guided > 0.8 * total  # eflomal links most target pieces
 
 
+def test_guide_rows_match_the_links_over_character_spans(prepared_copy):
+    # the same rows from character offsets (`piece_spans`), the links read here: the guide's
+    # byte offsets, its unit indices and its orientation (i source, j target) agree
+    folder, models = prepared_copy
+    path = build_alignments(folder, "zh", "en")
+    guide = AlignmentGuide(folder, "zh", "en")
+    ids = guide.encode(models)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    checked = 0
+    for k in range(0, len(lines), 7):
+        sides = []
+        for side, lang in enumerate(("zh", "en")):
+            text = guide.texts[side][k]
+            found, spans = piece_spans(models[lang], text)
+            assert found == ids[side][k]
+            sides.append(piece_to_unit(spans, unit_spans(text, lang)))
+        links = np.zeros((sides[1].shape[1], sides[0].shape[1]), dtype=np.float32)
+        for word in lines[k].split():
+            i, j = map(int, word.split("-"))
+            links[j, i] = 1.0
+        reach = sides[1] @ links @ sides[0].T
+        total = reach.sum(1, keepdims=True)
+        expected = np.divide(reach, total, out=np.zeros_like(reach), where=total > 0)
+        np.testing.assert_allclose(guide.rows(k), expected, atol=1e-6)
+        checked += int((total > 0).sum())
+    assert checked > 100
+
+
 def test_fixed_and_sampled_segmentations_get_guides_of_their_own_pieces(prepared_copy):
     folder, models = prepared_copy
     build_alignments(folder, "zh", "en")
     fixed = ParallelData(folder, "train", "zh", "en")
-    fixed.follow(AlignmentGuide(folder, "train", "zh", "en"), models)
+    fixed.follow(AlignmentGuide(folder, "zh", "en"), models)
     check_guides(fixed)
     sampled = SampledData(folder, "train", models, "zh", "en", 0.1, -1, 7)
-    sampled.follow(AlignmentGuide(folder, "train", "zh", "en"), models)
+    sampled.follow(AlignmentGuide(folder, "zh", "en"), models)
     check_guides(sampled)
 
 
@@ -126,7 +156,12 @@ def test_training_adds_w_times_the_term_and_runs(tiny_corpus, tmp_path):
     )
     assert tokens == batch.target_tokens
     assert guided.item() - plain.item() == pytest.approx(0.5 * term, rel=1e-4)
-    model.train()
+    model.train()  # the term alone moves the attention's parameters
+    _, weights = model(batch.source, batch.source_lengths, batch.previous)
+    alignment_cross_entropy(weights, batch.guide).backward()
+    moved = [p.grad for p in model.decoder.attention.parameters() if p.grad is not None]
+    assert moved and any(g.abs().sum() > 0 for g in moved)
+    model.zero_grad(set_to_none=True)
     trainer.fit()
     found = losses(tmp_path / "run")
     assert [step for step, _ in found] == [1, 2, 3] and all(np.isfinite(x) for _, x in found)

@@ -21,6 +21,7 @@ from attnmt.errors import ConfigError, DataError
 from attnmt.infer.align import (
     Side,
     aer,
+    decoded_spans,
     flip,
     format_links,
     hard_links,
@@ -52,6 +53,12 @@ def test_a_piece_maps_to_every_unit_it_covers_and_a_lone_space_to_the_next():
     matrix = piece_to_unit([(0, 4), (4, 5)], spans)
     assert matrix.tolist() == [[1, 1], [0, 1]]
     assert piece_to_unit([(2, 3)], spans).tolist() == [[0, 1]]  # the space before cd
+
+
+def test_an_empty_hypothesis_has_no_spans(trained_run):
+    translator = Translator.load(trained_run / "best.pt")
+    assert decoded_spans(translator.target_sp, []) == ("", [])
+    assert Side.decoded(translator.target_sp, [], "en").piece_units.shape[0] == 0
 
 
 def test_unit_attention_sums_source_pieces_and_averages_target_pieces():

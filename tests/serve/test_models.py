@@ -9,6 +9,7 @@ from attnmt.cli.common import tool_config
 from attnmt.cli.serve import DEFAULT_MODEL, ServeOptions, named_models
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import Translator
+from attnmt.vocab import EOS_PIECE
 from tests.serve.conftest import SERVE, request, two_models
 
 SENTENCES = ["我很好。", "我们明天去公园。"]
@@ -130,11 +131,29 @@ def test_attention_comes_with_the_hard_alignment_over_its_pieces(models_service,
     assert status == 200
     translator = Translator.load(two_models(trained_run)["early"])
     found = translator.translate(SENTENCES, beam_size=3, n_best=2, attention=True)
+    linked = 0
     for text, translation, mine in zip(SENTENCES, answer["translations"], found, strict=True):
         expected = translator.piece_links(text, mine)
         for hypothesis, links in zip(translation["hypotheses"], expected, strict=True):
             assert hypothesis["alignment"] == [list(link) for link in links]
-            rows, columns = len(hypothesis["attention"]), len(translation["source_pieces"])
-            assert all(0 <= t < rows and 0 <= s < columns - 1 for s, t in links)
+            # neither the EOS row nor the EOS column is ever linked
+            rows = len(hypothesis["attention"]) - (hypothesis["target_pieces"][-1] == EOS_PIECE)
+            columns = len(translation["source_pieces"]) - 1
+            assert all(0 <= t < rows and 0 <= s < columns for s, t in links)
+            linked += len(links)
+    assert linked > 0
     plain = models_service.translate({"text": SENTENCES})[1]
     assert all("alignment" not in h for t in plain["translations"] for h in t["hypotheses"])
+
+
+def test_models_of_two_directions_are_refused(monkeypatch):
+    directions = {"a.pt": ("zh", "en"), "b.pt": ("en", "zh")}
+
+    def load(paths, *args, **kwargs):
+        src, tgt = directions[str(paths)]
+        return type("Loaded", (), {"src_lang": src, "tgt_lang": tgt})()
+
+    monkeypatch.setattr(Translator, "load", staticmethod(load))
+    options = tool_config("serve", ["models={a: a.pt, b: b.pt}"], ServeOptions)
+    with pytest.raises(ConfigError, match=r"^models.b translates en->zh, but models.a zh->en"):
+        options.load_models()

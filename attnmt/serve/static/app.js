@@ -92,8 +92,15 @@ async function translateWith(model, request) {
     show(section, answer.translations[0]);
     return {};
   } catch (error) {
+    clear(section); // not the previous sentence's answer beside the others' new ones
     return { error: models.length === 1 ? error.message : `${model.name}: ${error.message}` };
   }
+}
+
+function clear(section) {
+  section.querySelector(".translation").textContent = "";
+  section.querySelector(".nbest-list").replaceChildren();
+  section.querySelector(".heatmap").replaceChildren();
 }
 
 function show(section, translation) {
