@@ -62,10 +62,10 @@ def run(cfg: DistillOptions) -> None:
     for split in held_out:
         shutil.copyfile(split.source, out / f"{split.name}.{src}")
         shutil.copyfile(split.reference, out / f"{split.name}.{tgt}")
+    direction = f"data.src_lang={src} data.tgt_lang={tgt}"
+    (out / "langs").write_text(direction + "\n", encoding="utf-8")  # for make distill
     print(f"{out}: the student's corpus; train it with")
-    print(
-        f"  attnmt-train data=splits data.split_dir={out} data.src_lang={src} data.tgt_lang={tgt}"
-    )
+    print(f"  attnmt-train data=splits data.split_dir={out} {direction}")
 
 
 if __name__ == "__main__":

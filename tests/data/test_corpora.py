@@ -24,7 +24,7 @@ CEDICT = """\
 一點點 一点点 [yi1 dian3 dian3] /a little bit/
 丁 丁 [Ding1] /surname Ding/
 一鼻孔出氣 一鼻孔出气 [yi1 bi2 kong3] /lit. to breathe through one nostril (idiom)/to sing along/
-丁丁 丁丁 [ding1 ding1] /(slang) penis (丁丁 resembles "JJ")/
+去世 去世 [qu4 shi4] /(formal) to pass away/euphemism for 死[si3]/
 了 了 [le5] /see 了[liao3]/CL:個|个[ge4]/
 """
 
@@ -50,7 +50,12 @@ def data_overrides(root, a, b, weights=(1.0, 0.5)):
         f"[{{source: {TATOEBA}, raw_path: '{a}', weight: {weights[0]}, evaluate: true}},"
         f"{{source: {TATOEBA}, raw_path: '{b}', weight: {weights[1]}}}]"
     )
-    return [*tiny_train_overrides(a, root / "data"), f"data.corpora={corpora}"]
+    # two corpora hold more distinct characters than the tiny vocabulary has room for
+    return [
+        *tiny_train_overrides(a, root / "data"),
+        "data.vocab.src_size=560",
+        f"data.corpora={corpora}",
+    ]
 
 
 def data_config(overrides):
@@ -99,8 +104,8 @@ def test_two_corpora_split_the_evaluated_one_and_follow_the_weights(two_corpora)
 
 def test_two_corpora_train(two_corpora, tmp_path):
     root, a, b = two_corpora
-    corpora = data_overrides(root, a, b)[-1]
-    make_trainer(a, tmp_path, "run", corpora, "trainer.max_steps=3").fit()
+    *_, size, corpora = data_overrides(root, a, b)
+    make_trainer(a, tmp_path, "run", size, corpora, "trainer.max_steps=3").fit()
     assert [step for step, _ in losses(tmp_path / "run")] == [1, 2, 3]
 
 
@@ -112,6 +117,7 @@ def test_the_cedict_reader_keeps_translations_not_notes(tmp_path):
         ("a little bit", "一点点"),
         ("to breathe through one nostril", "一鼻孔出气"),
         ("to sing along", "一鼻孔出气"),
+        ("to pass away", "去世"),
     ]
     bad = write_lines(tmp_path / "bad.txt", ["not an entry\n"])
     with pytest.raises(Exception, match=r"bad.txt:1: not a CC-CEDICT entry"):

@@ -109,11 +109,11 @@ def test_bad_init_files_name_the_key(alone, new_corpus, tmp_path):
             trainer_for(new_corpus, tmp_path, "run", overrides)
 
 
-def test_the_finetune_recipe_needs_a_model(new_corpus, tmp_path):
-    config = compose_config("train", ["+experiment=finetune", "trainer.init=x.pt"])
-    assert config.trainer.lr < plain(compose_config("train", []))["trainer"]["lr"]
-    with pytest.raises(ConfigError, match=r"^trainer.init is required"):
-        trainer_for(new_corpus, tmp_path, "run", ["+experiment=finetune"])
+def test_the_finetune_recipe_lowers_the_learning_rate_and_stops_early():
+    config = plain(compose_config("train", ["+experiment=finetune", "trainer.init=x.pt"]))
+    default = plain(compose_config("train", []))["trainer"]
+    assert config["trainer"]["init"] == "x.pt"
+    assert config["trainer"]["lr"] < default["lr"] and config["trainer"]["patience"] is not None
 
 
 def test_a_whole_data_group_override_is_not_a_conflict(alone, new_corpus, tmp_path):
