@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,align]'
+	$(BIN)/pip install --quiet -e '.[dev,align,cedict]'
 	@# A CJK font, so Chinese in attention heatmaps shows as characters, not boxes.
 	@fc-list 2>/dev/null | grep -qi "CJK" || ( command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null ) \

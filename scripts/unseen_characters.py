@@ -61,13 +61,10 @@ def main() -> None:
                 f"{entry}: expected NAME=FILE with {len(sources)} lines (one per test pair)"
             )
         whole = score(hypotheses, references, args.tgt)
-        part = score([hypotheses[i] for i in rows], [references[i] for i in rows], args.tgt)
-        report[name] = {
-            "bleu": whole.bleu,
-            "chrf": whole.chrf,
-            "unseen_bleu": part.bleu,
-            "unseen_chrf": part.chrf,
-        }
+        report[name] = {"bleu": whole.bleu, "chrf": whole.chrf}
+        if rows:  # (none: no subset to score)
+            part = score([hypotheses[i] for i in rows], [references[i] for i in rows], args.tgt)
+            report[name].update(unseen_bleu=part.bleu, unseen_chrf=part.chrf)
     report["signature"] = whole.signature
     print(json.dumps(report))
 

@@ -13,7 +13,7 @@ def test_only_pairs_with_an_unseen_character_make_the_subset(tmp_path):
     (tmp_path / "test.zh").write_text("我爱他。\n猫很好。\n狗爱你。\n", encoding="utf-8")
     (tmp_path / "test.en").write_text("I love him.\nThe cat is fine.\nThe dog loves you.\n")
     (tmp_path / "lexicon.zh").write_text("猫\n", encoding="utf-8")
-    # Right only where every character was seen: the subset (pairs 2 and 3) scores 0.
+    # Right only where every character was seen: lower on the subset (pairs 2 and 3).
     (tmp_path / "hyp").write_text("I love him.\nHe is fine.\nHe loves you.\n")
     (tmp_path / "ref").write_text("I love him.\nThe cat is fine.\nThe dog loves you.\n")
     command = [sys.executable, str(SCRIPT), "--train", str(tmp_path / "train.zh")]

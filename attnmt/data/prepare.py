@@ -277,7 +277,7 @@ def _stage_and_split(
         part_corpus += [index] * len(found)
     staged = corpus.stage_pairs(parts, folder, report)
     if len(inputs) == 1:
-        codes, train_corpus = _split_codes(cfg, staged, paths, report), None
+        codes, train_corpus = _split_codes(inputs[0][0].data, staged, paths, report), None
     else:
         marked = next(i for i, (entry, _) in enumerate(inputs) if entry.evaluate)
         corpus_of = np.asarray(part_corpus, dtype=np.int8)[staged.parts]

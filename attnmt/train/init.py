@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnmt.config import override_key
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.infer.checkpoint import (
     ARCHITECTURE_GROUPS,
@@ -51,8 +52,6 @@ class Start:
 def read_start(path: str | Path) -> Start:
     """The checkpoint named by trainer.init; a missing file or one that is not an attnmt
     checkpoint with a model is refused, naming the key."""
-    if str(path) == "???":  # +experiment=finetune leaves it to the command line
-        raise ConfigError(f"{KEY} is required here: the checkpoint to start from (RUN/best.pt)")
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{KEY}={path}: a folder; name a checkpoint in it, e.g. {path}/best.pt")
@@ -87,12 +86,8 @@ def lookup(config: Mapping[str, Any], dotted: str) -> Any:
 def overridden_keys(overrides: Collection[str]) -> list[str]:
     """The dotted keys a list of Hydra overrides sets ('attention=dot' sets the group
     'attention'; '+k=v', '++k=v' and '~k' set k)."""
-    keys = []
-    for override in overrides:
-        key = override.split("=", 1)[0].lstrip("+~")
-        if key and not key.startswith("hydra"):
-            keys.append(key.split("@", 1)[0])
-    return keys
+    keys = (override_key(override) for override in overrides)
+    return [key for key in keys if key and not key.startswith("hydra")]
 
 
 def override_conflict(key: str, config: Mapping[str, Any], start: Start) -> str | None:

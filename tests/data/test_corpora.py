@@ -139,6 +139,10 @@ def test_the_packaged_dictionary_is_found():
         ("[{weight: 0, evaluate: true}, {weight: 0}]", r"data.corpora: every weight is 0"),
         ("[{weight: 0, evaluate: true}, {weight: 1}]", r"data.corpora\[0\].weight=0"),
         ("[{weight: 1}, {weight: 1}]", r"data.corpora: 0 corpora say evaluate: true"),
+        (
+            "[{weight: 1, evaluate: true}, {weight: 1, evaluate: true}]",
+            r"data.corpora: 2 corpora say evaluate: true",
+        ),
         ("[{weight: 1, evaluate: true, colour: red}]", r"data.corpora\[0\].colour: unknown key"),
         ("[{evaluate: true}]", r"data.corpora\[0\].weight is required"),
         ("[]", r"data.corpora=\[\]"),

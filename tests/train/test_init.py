@@ -98,7 +98,8 @@ def test_bad_init_files_name_the_key(alone, new_corpus, tmp_path):
     text.write_text("not a checkpoint\n", encoding="utf-8")
     cases = [
         ([f"trainer.init={tmp_path / 'missing.pt'}"], r"^trainer.init=.*missing.pt: no such file"),
-        ([f"trainer.init={text}"], r"^trainer.init=.*notes.txt: "),
+        ([f"trainer.init={text}"], r"^trainer.init=.*notes.txt: .*not a checkpoint"),
+        ([f"trainer.init={tmp_path}"], r"^trainer.init=.*: a folder; name a checkpoint in it"),
         (
             [f"trainer.init={alone}", "data.src_lang=en", "data.tgt_lang=zh"],
             r"^trainer.init=.*a zh->en model, but data.src_lang=en",
