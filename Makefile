@@ -15,7 +15,7 @@ BEST ?= outputs/$(EXPERIMENT)
 # The checkpoint make evaluate scores: the best of the newest run under outputs/.
 CKPT ?= $(lastword $(sort $(wildcard outputs/*/*/best.pt)))
 
-.PHONY: install data train best evaluate serve compare test lint format bench scale clean
+.PHONY: install data train best distill evaluate serve compare test lint format bench scale clean
 
 install: $(VENV)/.installed
 
@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,align]'
+	$(BIN)/pip install --quiet -e '.[dev,align,cedict]'
 	@# A CJK font, so Chinese in attention heatmaps shows as characters, not boxes.
 	@fc-list 2>/dev/null | grep -qi "CJK" || ( command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null ) \
@@ -49,6 +49,20 @@ best: install
 	$(BIN)/attnmt-average run=$(BEST)/seed1234 output=$(BEST)/seed1234/avg.pt
 	$(BIN)/attnmt-average run=$(BEST)/seed2 output=$(BEST)/seed2/avg.pt
 	$(BIN)/attnmt-evaluate ckpt=[$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt] sets=[dev,test]
+
+# Sequence-level distillation (README): the teacher (TEACHER; default: make best's ensemble)
+# translates its training split with beam 5 into $(DISTILL)/corpus, and a student of the default
+# size trains on that with make best's recipe for one seed (the default recipe keeping its 5
+# best checkpoints), is averaged like each of make best's runs, and is scored with beam 5 and
+# greedy.
+TEACHER ?= [$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt]
+DISTILL ?= outputs/distill
+distill: install
+	$(BIN)/attnmt-distill ckpt=$(TEACHER) output=$(DISTILL)/corpus
+	$(BIN)/attnmt-train data=splits data.split_dir=$(DISTILL)/corpus $$(cat $(DISTILL)/corpus/langs) +experiment=best trainer.processes=auto hydra.run.dir=$(DISTILL)/student $(ARGS)
+	$(BIN)/attnmt-average run=$(DISTILL)/student output=$(DISTILL)/student/avg.pt
+	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/avg.pt sets=[dev,test]
+	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/avg.pt sets=[test] beam_size=1 output_dir=$(DISTILL)/student/eval-greedy
 
 evaluate: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }

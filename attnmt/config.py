@@ -147,3 +147,9 @@ def in_range(
         raise ConfigError(f"{key}={value}: must be {low} to {high}")
     bound = f"at least {low}" if low is not None else f"at most {high}"
     raise ConfigError(f"{key}={value}: must be {bound}")
+
+
+def override_key(override: str) -> str:
+    """The key a Hydra command-line override sets: 'attention=dot' -> 'attention' (a group),
+    '+k=v', '++k=v' and '~k' -> 'k', 'group@package=option' -> 'group'."""
+    return override.split("=", 1)[0].lstrip("+~").split("@", 1)[0]

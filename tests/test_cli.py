@@ -24,6 +24,7 @@ def test_every_console_script_names_a_function():
         "average",
         "score",
         "align",
+        "distill",
     )
     assert set(scripts) == {f"attnmt-{t}" for t in tools}
     for target in scripts.values():

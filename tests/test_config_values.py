@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from attnmt.cli.align import AlignOptions
 from attnmt.cli.average import AverageOptions
 from attnmt.cli.common import tool_config
+from attnmt.cli.distill import DistillOptions
 from attnmt.cli.evaluate import EvaluateOptions
 from attnmt.cli.export import ExportOptions
 from attnmt.cli.score import ScoreOptions
@@ -42,6 +43,7 @@ TOOLS = {
     "score": (ScoreOptions, ["ckpt=x.pt", "source=s.txt", "target=t.txt"]),
     "average": (AverageOptions, ["ckpt=[a.pt,b.pt]", "output=y.pt"]),
     "align": (AlignOptions, ["ckpt=x.pt", "source=s.txt", "target=t.txt"]),
+    "distill": (DistillOptions, ["ckpt=x.pt", "output=d"]),
 }
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

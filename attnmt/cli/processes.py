@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from attnmt.config import to_dataclass
+from attnmt.config import override_key, to_dataclass
 from attnmt.errors import ConfigError
 from attnmt.runtime import cpu_count, cpu_info, pick_device
 from attnmt.train.state import TrainerConfig
@@ -132,11 +132,9 @@ def _probe(processes: int, task_overrides: list[str], batch_tokens: int) -> int:
     share of `batch_tokens`."""
     log.info("trainer.processes=auto: timing %d steps on %d process(es)", PROBE_STEPS, processes)
     shares = shared_batches(processes, batch_tokens)
-    replaced = {o.split("=")[0] for o in (*PROBE_OVERRIDES, *shares)} | {"trainer.processes"}
+    replaced = {override_key(o) for o in (*PROBE_OVERRIDES, *shares)} | {"trainer.processes"}
     kept = [
-        o
-        for o in task_overrides
-        if not o.startswith("hydra.") and o.split("=")[0].lstrip("+~") not in replaced
+        o for o in task_overrides if not o.startswith("hydra.") and override_key(o) not in replaced
     ]
     with tempfile.TemporaryDirectory(prefix="attnmt-probe-") as folder:
         run_dir = Path(folder) / "run"

@@ -57,3 +57,7 @@ def score() -> None:
 
 def align() -> None:
     _start("align")
+
+
+def distill() -> None:
+    _start("distill")

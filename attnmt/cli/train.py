@@ -34,9 +34,11 @@ def main(cfg: DictConfig) -> float | None:
     # One live run per directory; under torchrun, rank 0 holds it for all ranks.
     lock = RunLock(run_dir) if main_rank else None
     try:
-        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         logging.getLogger("attnmt").info("run directory: %s", run_dir)
-        summary = build_trainer(config, run_dir).fit()
+        trainer = build_trainer(config, run_dir, overrides)
+        # (after building: trainer.init puts its checkpoint's architecture into the config)
+        OmegaConf.save(OmegaConf.create(trainer.identity["config"]), run_dir / "config.yaml")
+        summary = trainer.fit()
     finally:
         if lock:
             lock.release()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,10 @@ class VocabConfig:
     max_sentences: int
 
 
+# The data keys that say where a corpus's pairs come from: what each entry of data.corpora sets.
+CORPUS_KEYS = ("source", "raw_path", "url", "sha256", "en_path", "zh_path", "split_dir")
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """The `data` config group; see configs/data/*.yaml for what each key means."""
@@ -68,6 +73,7 @@ class DataConfig:
     max_length: int
     max_ratio: float
     vocab: VocabConfig
+    corpora: list[dict[str, Any]] | None = None  # several corpora with weights: `Corpus`
 
     def __post_init__(self) -> None:
         for key in ("name", "processed_dir"):
@@ -89,23 +95,104 @@ class DataConfig:
             raise ConfigError(
                 f"data.vocab.model_type={self.vocab.model_type!r}: must be 'unigram' or 'bpe'"
             )
+        self.corpus_list()  # refuses a bad list now, before any work
 
     @property
     def folder(self) -> Path:
         """Where the processed dataset of this config lives: `{name}.{src}-{tgt}.{hash}`, the
         hash of every setting (but where it goes), so that two configs of one corpus (say two
         vocabulary sizes) never rebuild each other's folder under a run that trained on it."""
-        digest = hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode())
+        return self.folder_with(None)
+
+    def folder_with(self, given: Mapping[str, bytes] | None) -> Path:
+        """The processed folder of this config tokenised with the `given` SentencePiece models
+        (by language; None: models trained on its own split, `folder`)."""
+        digest = hashlib.sha256(json.dumps(self.settings(given), sort_keys=True).encode())
         name = f"{self.name}.{self.src_lang}-{self.tgt_lang}.{digest.hexdigest()[:8]}"
         return Path(self.processed_dir) / name
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self, given: Mapping[str, bytes] | None = None) -> dict[str, Any]:
         """The settings that shape the output: all but `processed_dir`, with the version of the
-        pipeline."""
+        pipeline, and the sha256 of each given SentencePiece model."""
         settings = to_dict(self)
         settings.pop("processed_dir")
+        if settings["corpora"] is None:  # one corpus: the settings (and folder) of before
+            settings.pop("corpora")
         settings["pipeline_version"] = PIPELINE_VERSION
+        if given:
+            settings["given_tokenizers"] = given_digests(given)
         return settings
+
+    def corpus_list(self) -> list[Corpus]:
+        """The corpora this config reads (see `Corpus`): data.corpora's, or this config's one
+        corpus (weight 1, evaluated) when it is null."""
+        if self.corpora is None:
+            return [Corpus(self, 1.0, True, "data")]
+        if not isinstance(self.corpora, list | tuple) or not self.corpora:
+            raise ConfigError(
+                f"data.corpora={self.corpora!r}: a list of corpora (each a mapping with its "
+                "source keys and a weight, one with evaluate: true), or null for one corpus"
+            )
+        found = [self._corpus(i, entry) for i, entry in enumerate(self.corpora)]
+        marked = [c for c in found if c.evaluate]
+        if len(marked) != 1:
+            raise ConfigError(
+                f"data.corpora: {len(marked)} corpora say evaluate: true; exactly one must (it "
+                "alone gives the dev and test splits)"
+            )
+        if not any(c.weight for c in found):
+            raise ConfigError("data.corpora: every weight is 0; the evaluated corpus needs one")
+        if not marked[0].weight:
+            raise ConfigError(
+                f"{marked[0].key}.weight=0: the evaluated corpus's weight sets the others' "
+                "share of an epoch; it must be above 0"
+            )
+        return found
+
+    def _corpus(self, index: int, entry: Any) -> Corpus:
+        key = f"data.corpora[{index}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{key}={entry!r}: expected a mapping (source keys, weight)")
+        valid = [*CORPUS_KEYS, "weight", "evaluate"]
+        unknown = sorted(set(entry) - set(valid))
+        if unknown:
+            raise ConfigError(f"{key}.{unknown[0]}: unknown key; valid: {', '.join(valid)}")
+        if "weight" not in entry:
+            raise ConfigError(f"{key}.weight is required")
+        weight = float(checked(entry["weight"], float, f"{key}.weight"))
+        in_range(f"{key}.weight", weight, 0.0, 1e6)
+        evaluate = checked(entry.get("evaluate", False), bool, f"{key}.evaluate")
+        # An entry of data.source's own kind takes data's location keys it does not set (so
+        # data.raw_path still places the default corpus); any other starts from none.
+        source = checked(entry.get("source", self.source), str, f"{key}.source")
+        inherit = source == self.source
+        values = {
+            name: checked(
+                entry.get(name, getattr(self, name) if inherit else None),
+                str | None,
+                f"{key}.{name}",
+            )
+            for name in CORPUS_KEYS
+        }
+        return Corpus(replace(self, corpora=None, **values), weight, evaluate, key)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One corpus of a dataset: the data config that reads it (data's, with the entry's own
+    source keys), its weight (an epoch holds weight / the evaluated corpus's weight times as
+    many of its pairs as the evaluated corpus has training pairs), and whether it alone gives
+    the dev and test splits (`evaluate`). `key` names it in errors."""
+
+    data: DataConfig
+    weight: float
+    evaluate: bool
+    key: str
+
+
+def given_digests(given: Mapping[str, bytes]) -> dict[str, str]:
+    """The sha256 of each given SentencePiece model, by language."""
+    return {lang: hashlib.sha256(model).hexdigest() for lang, model in sorted(given.items())}
 
 
 def spm_model_name(cfg: DataConfig, lang: str) -> str:

@@ -159,6 +159,38 @@ def read_aligned(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
         yield en, zh
 
 
+_CEDICT_ENTRY = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/$")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_PARENTHESES = re.compile(r"\([^)]*\)")
+# Glosses that are notes about the headword, not its translation (checked once the
+# parenthesised remarks are out).
+_CEDICT_NOTES = ("surname ", "see ", "CL:", "abbr. for", "used in ", "also pr.", "Taiwan pr.")
+
+
+def read_cedict(path: Path) -> Iterator[tuple[str, str]]:
+    """Yield (English, Chinese) from a CC-CEDICT file (`Traditional Simplified [pinyin]
+    /gloss/gloss/`): each entry's simplified headword with each gloss that translates it, its
+    parenthesised remarks and "lit."/"fig." marks taken out (not a note such as "surname X",
+    "... variant of", "CL:", "also pr.", nor one that cites Chinese). Comment lines (#) are
+    skipped; a line that is not an entry is an error naming it."""
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line or line.startswith("#"):
+            continue
+        match = _CEDICT_ENTRY.match(line)
+        if not match:
+            raise DataError(f"{path}:{number}: not a CC-CEDICT entry ('T S [pinyin] /gloss/')")
+        simplified = match[2]
+        for gloss in match[3].split("/"):
+            gloss = _PARENTHESES.sub("", gloss).strip()
+            if gloss.startswith(_CEDICT_NOTES) or "variant of" in gloss or _CJK.search(gloss):
+                continue
+            for mark in ("lit. ", "fig. "):
+                gloss = gloss.removeprefix(mark)
+            gloss = _SPACES.sub(" ", gloss).strip(" ;,")
+            if gloss:
+                yield gloss, simplified
+
+
 def sentence_key(text: str) -> int:
     """A 64-bit hash of a sentence: what deduplication and the leak-free split compare, so
     they hold 8 bytes per sentence, not the sentence (the odds that two of 10 million distinct

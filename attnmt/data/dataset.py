@@ -13,6 +13,7 @@ from torch import Tensor
 
 from attnmt.data.guide import AlignmentGuide
 from attnmt.data.ids import TokenIds
+from attnmt.data.mix import CorpusMix
 from attnmt.errors import DataError
 from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -101,6 +102,7 @@ class ParallelData:
     def __init__(self, folder: Path, split: str, src_lang: str, tgt_lang: str) -> None:
         self.source = TokenIds(folder, split, src_lang)
         self.target = TokenIds(folder, split, tgt_lang)
+        self.mix = CorpusMix.read(folder) if split == "train" else None
         if len(self.source) != len(self.target):
             raise DataError(
                 f"{folder}: {split}.{src_lang} and {split}.{tgt_lang} differ in "
@@ -151,11 +153,17 @@ class ParallelData:
         Each batch holds at most `batch_tokens` padded tokens of its longer side (sentences x
         the longest source or target, EOS included), like JoeyNMT's token batches; sorting by
         length first keeps the padding small. The same (seed, epoch) gives the same batches.
+        With several corpora an epoch is the pairs `CorpusMix` draws for it.
         """
         rng = np.random.default_rng([seed, epoch])
         src_len, tgt_len = self.source.lengths + 1, self.target.lengths + 1
         jitter = rng.random(len(self))  # shuffles pairs of equal lengths
-        order = np.lexsort((jitter, src_len, tgt_len))
+        if self.mix is None:
+            order = np.lexsort((jitter, src_len, tgt_len))
+        else:  # several corpora: this epoch's share of each (`CorpusMix`)
+            chosen = self.mix.epoch_pairs(seed, epoch)
+            jitter = rng.random(len(chosen))  # per position: repeats of a pair spread out
+            order = chosen[np.lexsort((jitter, src_len[chosen], tgt_len[chosen]))]
         batches = chunk_by_tokens(order, np.maximum(src_len, tgt_len), batch_tokens)
         rng.shuffle(batches)
         return batches

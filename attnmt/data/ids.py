@@ -4,7 +4,8 @@
 vocabulary fits, else int32), without BOS or EOS; `{split}.{lang}.offsets.npy` (int64, one more
 than the sentence count) says where each starts, so sentence i is tokens[offsets[i]:offsets[i+1]].
 Both are plain .npy files, loaded memory-mapped: nothing is re-tokenised at train time and a
-large corpus costs address space, not memory.
+large corpus costs address space, not memory. A dataset of several corpora adds the corpus of
+each training pair (`mix.py`).
 """
 
 from __future__ import annotations

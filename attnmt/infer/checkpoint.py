@@ -21,6 +21,7 @@ import pickle
 import re
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,8 @@ def load_checkpoint(
     """
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
+    if not zipfile.is_zipfile(path):  # what torch.save writes
+        raise CheckpointError(f"{path}: not a checkpoint (torch.save writes a zip archive)")
     try:
         payload = torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from attnmt.infer.translate import SearchConfig, Translator
 from attnmt.model.seq2seq import build_model, parameter_summary
 from attnmt.runtime import amp_dtype, keep_freed_memory, limit_onednn_cache, set_threads
 from attnmt.train import distributed
+from attnmt.train.init import adopt, read_start
 from attnmt.train.loss import TokenLoss
 from attnmt.train.schedule import Schedule, build_optimizer
 from attnmt.train.state import TrainerConfig
@@ -42,13 +44,17 @@ def seed_everything(seed: int) -> None:
 
 
 def open_dataset(
-    cfg: DataConfig, ranks: distributed.Ranks, aligned: bool = False
+    cfg: DataConfig,
+    ranks: distributed.Ranks,
+    given: dict[str, bytes] | None = None,
+    aligned: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
-    """Prepare the dataset, and with `aligned` eflomal's links of its training split for
-    guided alignment (rank 0 builds them, the others wait and find them ready)."""
+    """Prepare the dataset, tokenised with the `given` SentencePiece models if any, and with
+    `aligned` eflomal's links of its training split for guided alignment (rank 0 builds them,
+    the others wait and find them ready)."""
     if not ranks.main:
         distributed.barrier()
-    folder, manifest, _ = prepare_dataset(cfg)
+    folder, manifest, _ = prepare_dataset(cfg, given)
     if aligned:
         build_alignments(folder, cfg.src_lang, cfg.tgt_lang)
     if ranks.main:
@@ -96,9 +102,15 @@ def guide_training(
         data.follow(AlignmentGuide(folder, data_cfg.src_lang, data_cfg.tgt_lang), models)
 
 
-def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
-    """The trainer of a resolved config (the `train` config), writing into `run_dir`."""
+def build_trainer(
+    config: dict[str, Any], run_dir: Path, overrides: Collection[str] = ()
+) -> Trainer:
+    """The trainer of a resolved config (the `train` config), writing into `run_dir`.
+    `overrides`: the command line's, which trainer.init checks against its checkpoint."""
     cfg = to_dataclass(TrainerConfig, config["trainer"], "trainer")
+    start = read_start(cfg.init) if cfg.init else None
+    if start:  # the checkpoint's architecture and vocabulary (attnmt.train.init)
+        config = adopt(config, start, overrides)
     data_cfg = to_dataclass(DataConfig, config["data"], "data")
     search = validation_search(cfg)
     ranks, device = distributed.start(cfg.device)
@@ -107,7 +119,9 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     limit_onednn_cache()
     torch.use_deterministic_algorithms(cfg.deterministic)
     seed_everything(cfg.seed)
-    folder, manifest = open_dataset(data_cfg, ranks, aligned=cfg.guided_alignment > 0)
+    folder, manifest = open_dataset(
+        data_cfg, ranks, start.tokenizers if start else None, cfg.guided_alignment > 0
+    )
     src, tgt = data_cfg.src_lang, data_cfg.tgt_lang
     # The tokenizers never change during a run: read once, into every checkpoint.
     files = {lang: folder / spm_model_name(data_cfg, lang) for lang in (src, tgt)}
@@ -124,6 +138,11 @@ def build_trainer(config: dict[str, Any], run_dir: Path) -> Trainer:
     vocab = manifest["vocab"]
     model = build_model(config, vocab[src]["size"], vocab[tgt]["size"]).to(device)
     log.info("model parameters:\n%s", parameter_summary(model))
+    if start:  # a resume (trainer.resume) replaces these with its own
+        # an export may hold them at half width; integer buffers stay as they are
+        weights = {k: v.float() if v.is_floating_point() else v for k, v in start.weights.items()}
+        model.load_state_dict(weights)
+        log.info("trainer.init: the model starts from the weights of %s", start.path)
     precision = amp_dtype(cfg.amp, device)
     log.info("training precision: %s", "fp32" if precision is None else f"{precision} autocast")
     if cfg.compile:

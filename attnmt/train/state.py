@@ -59,6 +59,7 @@ class TrainerConfig:
     max_bad_steps: int = bounded(1, None)
     keep_best: int = bounded(0, 1000)
     resume: str | None
+    init: str | None = None  # a checkpoint whose weights start a new run (attnmt.train.init)
     processes: str = "1"  # a number, or auto (attnmt.cli.processes); a number arrives as text
 
     def __post_init__(self) -> None:
@@ -152,6 +153,7 @@ RESUMABLE_CHANGES = (
     "threads",
     "processes",
     "resume",
+    "init",
 )
 
 
