@@ -297,3 +297,34 @@ def test_the_embeddings_share_taken_out_of_the_loop_equals_the_whole_rnn_step(de
 def test_the_whole_input_goes_into_each_step_where_the_split_does_not_apply(overrides):
     model = tiny_model(*overrides)
     assert model.decoder.split_rnn(model.decoder.embedding(batch()[2])) is None
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm", "rnn"])
+@pytest.mark.parametrize("layers,bidirectional", [(1, True), (2, True), (2, False)])
+def test_the_encoder_over_padded_sentences_equals_packed_sequences(rnn_type, layers, bidirectional):
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    model = tiny_model(
+        f"encoder.rnn_type={rnn_type}",
+        f"encoder.num_layers={layers}",
+        f"encoder.bidirectional={bidirectional}",
+    )
+    encoder = model.encoder
+    source, lengths, _ = batch()
+    embedded = encoder.embedding(source)
+    packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+    states, final = encoder.rnn(packed)
+    states, _ = pad_packed_sequence(states, batch_first=True, total_length=source.size(1))
+    final = final[0] if isinstance(final, tuple) else final
+    top = final[-encoder.directions :].transpose(0, 1).flatten(1)
+    (states.sum() + top.sum()).backward()
+    packed_grads = [p.grad.clone() for p in encoder.rnn.parameters()]
+    encoder.zero_grad()
+    output = encoder(source, lengths)  # on CPU: fast.padded_rnn
+    (output.states.sum() + output.final.sum()).backward()
+    assert torch.allclose(output.states, states, atol=1e-6)
+    assert torch.allclose(output.final, top, atol=1e-6)
+    assert (output.states[~output.mask] == 0).all()
+    pairs = zip([p.grad for p in encoder.rnn.parameters()], packed_grads, strict=True)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
+    assert [n for n, _ in model.named_parameters() if "one_way" in n] == []  # nothing new saved
