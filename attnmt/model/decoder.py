@@ -10,9 +10,7 @@ Shapes: B batch, S source length, T target length, E embedding width, H decoder 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -20,7 +18,7 @@ from torch import Tensor, nn
 from attnmt.errors import ConfigError
 from attnmt.model.attention import Attention
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
-from attnmt.model.fast import Dropout, SplitInputGru, attend_copies
+from attnmt.model.fast import Dropout, attend_copies
 from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
 
@@ -113,28 +111,8 @@ class AttentionDecoder(nn.Module):
             coverage = torch.zeros(keys.shape[:2], device=keys.device)  # (B, S)
         return DecoderState(hidden, cell, keys, prepared, encoder_output.mask, feed, coverage)
 
-    # Whether the RNN's input starts with the embedding of the previous word and has more after
-    # it (then teacher forcing can take the embedding's share out of the loop: `split_rnn`).
-    embedding_leads_input = False
-
-    def split_rnn(self, embedded: Tensor) -> SplitInputGru | None:
-        """Teacher forcing over embedded (B, T, E): the embedding's share of every step's RNN
-        input product made at once (`fast.SplitInputGru`), where the RNN is a one-layer GRU
-        whose input starts with the embedding; None otherwise (each step multiplies its whole
-        input)."""
-        rnn = self.rnn
-        if not (self.embedding_leads_input and isinstance(rnn, nn.GRU) and rnn.num_layers == 1):
-            return None
-        return SplitInputGru(rnn, embedded)
-
-    def rnn_step(
-        self, rnn_input: Tensor, state: DecoderState, split: Callable[..., Tensor] | None = None
-    ) -> DecoderState:
-        """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell). With
-        `split` (teacher forcing, `split_rnn` at this step), rnn_input is only the part of the
-        input after the embedding, whose share `split` already holds."""
-        if split is not None:
-            return replace(state, hidden=split(rnn_input, state.hidden), copies=None)
+    def rnn_step(self, rnn_input: Tensor, state: DecoderState) -> DecoderState:
+        """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell)."""
         previous = state.hidden if state.cell is None else (state.hidden, state.cell)
         _, new = self.rnn(rnn_input.unsqueeze(1), previous)
         hidden, cell = new if isinstance(new, tuple) else (new, None)
@@ -154,12 +132,9 @@ class AttentionDecoder(nn.Module):
             state = replace(state, coverage=state.coverage + weights)  # c_i += a_i
         return context, weights, state
 
-    def recur(
-        self, embedded: Tensor, state: DecoderState, split: Callable[..., Tensor] | None = None
-    ) -> tuple[Tensor, Tensor, DecoderState]:
+    def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """The recurrent part of one target step: embedded y_{t-1} (B, E) -> what the output
-        features are made of (B, P), the attention weights (B, S) and the next state. `split`:
-        as in `rnn_step` (teacher forcing only)."""
+        features are made of (B, P), the attention weights (B, S) and the next state."""
         raise NotImplementedError
 
     def features(self, parts: Tensor) -> Tensor:
@@ -186,12 +161,10 @@ class AttentionDecoder(nn.Module):
         skip padding.
         """
         embedded = self.dropout(self.embedding(previous))  # (B, T, E)
-        split = self.split_rnn(embedded)
         parts, weights = [], []
         # unbind: one backward for all T steps, where each slice's would zero-fill (B, T, E)
-        for step, embedded_t in enumerate(embedded.unbind(1)):
-            split_t = None if split is None else partial(split, step)
-            part, weight, state = self.recur(embedded_t, state, split_t)
+        for embedded_t in embedded.unbind(1):
+            part, weight, state = self.recur(embedded_t, state)
             parts.append(part)
             weights.append(weight)
         # One product over all B x T positions rather than T small ones.
@@ -251,17 +224,10 @@ class BahdanauDecoder(AttentionDecoder):
         )
         self.W_o = nn.Linear(2 * hidden_size + embedding_dim, embedding_dim)
 
-    @property
-    def embedding_leads_input(self) -> bool:  # type: ignore[override]
-        return self.feed_prev_output
-
-    def recur(
-        self, embedded: Tensor, state: DecoderState, split: Callable[..., Tensor] | None = None
-    ) -> tuple[Tensor, Tensor, DecoderState]:
+    def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         context, weights, state = self.attend(state.hidden[-1], state)  # query q_{t-1}: (B, H)
-        whole = self.feed_prev_output and split is None  # else the embedding's share is in split
-        rnn_input = torch.cat([embedded, context], -1) if whole else context
-        state = self.rnn_step(rnn_input, state, split)
+        rnn_input = torch.cat([embedded, context], -1) if self.feed_prev_output else context
+        state = self.rnn_step(rnn_input, state)
         return torch.cat([state.hidden[-1], context, embedded], -1), weights, state
 
     def features(self, parts: Tensor) -> Tensor:
@@ -324,19 +290,10 @@ class LuongDecoder(AttentionDecoder):
         attentional = torch.tanh(self.W_c(torch.cat([context, queries], -1)))  # (B, T, H)
         return attentional, weights.view(batch, steps, -1)
 
-    @property
-    def embedding_leads_input(self) -> bool:  # type: ignore[override]
-        return self.input_feeding
-
-    def recur(
-        self, embedded: Tensor, state: DecoderState, split: Callable[..., Tensor] | None = None
-    ) -> tuple[Tensor, Tensor, DecoderState]:
+    def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         # The attentional vector feeds the next step (input feeding): made here, each step.
-        if split is not None:  # the embedding's share is in split
-            rnn_input = state.feed
-        else:
-            rnn_input = torch.cat([embedded, state.feed], -1) if self.input_feeding else embedded
-        state = self.rnn_step(rnn_input, state, split)
+        rnn_input = torch.cat([embedded, state.feed], -1) if self.input_feeding else embedded
+        state = self.rnn_step(rnn_input, state)
         query = state.hidden[-1]  # q_t: (B, H)
         context, weights, state = self.attend(query, state)
         attentional = torch.tanh(self.W_c(torch.cat([context, query], -1)))  # (B, H)

@@ -5,11 +5,6 @@ plain code beside it in the textbook would; docs/benchmarks.md has what each sav
   with `bernoulli_`, one element at a time; uniform numbers compared with p give the same
   Bernoulli(1 - p) mask in well under half the time, forward and backward. Elsewhere (CUDA)
   torch's own fused dropout is used.
-- `SplitInputGru`: under teacher forcing the embedding's share of the decoder RNN's input
-  product, W_e e_t, is known for every step before the loop: one (B*T, E) x (E, 3H) product
-  there instead of T small ones, and only the rest of the input (the context, or Luong's
-  fed-back vector) is multiplied inside the loop. The gates are torch's GRU equations, so the
-  step computes what `nn.GRU`'s does.
 - `padded_rnn`: the encoder's RNN over padded sentences instead of packed sequences, each
   direction of each layer as its own call, the reverse one over each sentence reversed within
   its length. torch's CPU RNN then makes every step's input product in one product before its
@@ -79,41 +74,6 @@ def attend_copies(
         None if coverage is None else coverage[first],
     )
     return context[inverse], weights[inverse]
-
-
-class SplitInputGru:
-    """A one-layer `nn.GRU` stepped over a teacher-forced target whose input at step t is
-    [e_t; rest_t], e_t the embedding of the previous word: the embeddings' share of the input
-    product, W_e e_t + b_ih, is made here for all T steps in one (B*T, E) x (E, 3H) product,
-    and each step (`__call__`) multiplies only rest_t (the context, or Luong's fed-back vector)
-    and the hidden state. The weights the loop multiplies are cast here, once, when autocast is
-    on, rather than at every step. The gates are torch's GRU equations (r, z, n):
-        r = sigmoid(i_r + h_r), z = sigmoid(i_z + h_z), n = tanh(i_n + r * h_n),
-        h' = (1 - z) * n + z * h,   [i_r; i_z; i_n] = W_ih x + b_ih, [h_r; h_z; h_n] = W_hh h + b_hh
-    """
-
-    def __init__(self, rnn: nn.GRU, embedded: Tensor) -> None:
-        width = embedded.size(-1)  # E
-        weight_e, weight_rest = rnn.weight_ih_l0.split([width, rnn.input_size - width], 1)
-        # unbind: one backward for all T steps, where each slice's would zero-fill (B, T, 3H)
-        self.shares = F.linear(embedded, weight_e, rnn.bias_ih_l0).unbind(1)
-        device = embedded.device.type
-        low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        self.weight_rest = weight_rest if low is None else weight_rest.to(low)
-        self.weight_hh = rnn.weight_hh_l0 if low is None else rnn.weight_hh_l0.to(low)
-        self.bias_hh = rnn.bias_hh_l0
-
-    def __call__(self, step: int, rest: Tensor, hidden: Tensor) -> Tensor:
-        """Step `step`'s next hidden state (1, B, H) from rest_t (B, I) and hidden (1, B, H)."""
-        previous = hidden[0]
-        input_gates = self.shares[step] + F.linear(rest, self.weight_rest)
-        hidden_gates = F.linear(previous, self.weight_hh, self.bias_hh)
-        i_r, i_z, i_n = input_gates.chunk(3, -1)
-        h_r, h_z, h_n = hidden_gates.chunk(3, -1)
-        reset = torch.sigmoid(i_r + h_r)
-        update = torch.sigmoid(i_z + h_z)
-        new = torch.tanh(i_n + reset * h_n)
-        return (new + update * (previous - new)).unsqueeze(0)
 
 
 RNN_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")

@@ -261,44 +261,6 @@ def test_luong_without_input_feeding_trains_all_steps_at_once_as_the_step_loop(a
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
 
 
-@pytest.mark.parametrize("decoder", ["decoder=bahdanau", "decoder=luong"])
-def test_the_embeddings_share_taken_out_of_the_loop_equals_the_whole_rnn_step(decoder, monkeypatch):
-    model = tiny_model(decoder)
-    source, lengths, previous = batch()
-    real = previous != PAD_ID
-    embedded = model.decoder.embedding(previous)
-    assert model.decoder.split_rnn(embedded) is not None  # the split path is the one trained
-    results = []
-    for split in (True, False):
-        if not split:  # each step multiplies its whole input with nn.GRU
-            monkeypatch.setattr(type(model.decoder), "split_rnn", lambda self, embedded: None)
-        model.zero_grad()
-        features, weights = model(source, lengths, previous)
-        loss = model.logits(features)[real].log_softmax(-1).sum()
-        loss.backward()
-        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
-        results.append((loss.detach(), weights.detach(), grads))
-    (split_loss, split_weights, split_grads), (whole_loss, whole_weights, whole_grads) = results
-    assert torch.allclose(split_loss, whole_loss, rtol=1e-5)
-    assert torch.allclose(split_weights, whole_weights, atol=1e-6)
-    pairs = zip(split_grads, whole_grads, strict=True)
-    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
-
-
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        ["decoder=bahdanau", "decoder.feed_prev_output=false"],  # no embedding in the input
-        ["decoder=luong", "decoder.input_feeding=false"],  # the embedding alone
-        ["decoder=bahdanau", "decoder.num_layers=2"],
-        ["decoder=bahdanau", "decoder.rnn_type=lstm"],
-    ],
-)
-def test_the_whole_input_goes_into_each_step_where_the_split_does_not_apply(overrides):
-    model = tiny_model(*overrides)
-    assert model.decoder.split_rnn(model.decoder.embedding(batch()[2])) is None
-
-
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm", "rnn"])
 @pytest.mark.parametrize("layers,bidirectional", [(1, True), (2, True), (2, False)])
 def test_the_encoder_over_padded_sentences_equals_packed_sequences(rnn_type, layers, bidirectional):
