@@ -75,14 +75,17 @@ class RNNEncoder(nn.Module):
         self.directions = 2 if bidirectional else 1
         self.output_size = hidden_size * self.directions
         # one-layer, one-way RNNs of the same kind by input width, for `fast.padded_rnn`; plain
-        # attributes (not submodules): their own weights are never used, nor saved
+        # attributes (not submodules): they lend their code, never their weights (on the meta
+        # device), and are never saved
         self.__dict__["one_way_rnns"] = {}
 
     def one_way(self, input_size: int) -> nn.RNNBase:
         """A one-layer, one-way RNN of this encoder's kind and width reading `input_size`."""
         rnns = self.__dict__["one_way_rnns"]
-        if input_size not in rnns:
-            rnns[input_size] = type(self.rnn)(input_size, self.rnn.hidden_size, batch_first=True)
+        if input_size not in rnns:  # on the meta device: no memory, and no draw from the RNG
+            rnns[input_size] = type(self.rnn)(
+                input_size, self.rnn.hidden_size, batch_first=True, device="meta"
+            )
         return rnns[input_size]
 
     def forward(self, source: Tensor, source_lengths: Tensor) -> EncoderOutput:
