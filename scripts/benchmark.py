@@ -20,7 +20,8 @@ on a CPU with native bf16 its bf16 peak too, the same matmul in bf16):
 the model's matrix FLOPs per target token (forward and backward, counted by
 torch.utils.flop_counter on the first training batches) times its tokens/s.
 
-Decoding is timed --rounds times (default 3) and the median reported. When the kit's JoeyNMT
+Decoding is timed --rounds times (default 3) and the median reported; `--dtype bfloat16` decodes
+with bf16 weights (attnmt-translate dtype=bfloat16) on a CPU with native bf16. When the kit's JoeyNMT
 model and environment are there (after `../shared/bench/joeynmt/run.sh`), each round also
 times the kit's own decoding command right after attnmt's (same input, same beam, same
 threads), so both medians come from the same minutes: `joeynmt_{greedy,beam5}_sent_per_s`
@@ -192,8 +193,10 @@ def run(command: list[str], log: Path, stdin: Path | None = None) -> float:
         return time.perf_counter() - start
 
 
-def attnmt_decode(checkpoint: Path, source: Path, hypotheses: Path, beam: int) -> list[str]:
-    """attnmt-translate on the test split with the kit's output cap."""
+def attnmt_decode(
+    checkpoint: Path, source: Path, hypotheses: Path, beam: int, dtype: str = "float32"
+) -> list[str]:
+    """attnmt-translate on the test split with the kit's output cap, its weights in `dtype`."""
     return [
         str(Path(sysconfig.get_path("scripts")) / "attnmt-translate"),  # the script users run
         f"ckpt={checkpoint}",
@@ -204,6 +207,7 @@ def attnmt_decode(checkpoint: Path, source: Path, hypotheses: Path, beam: int) -
         "device=cpu",
         "max_length_a=0",
         "max_length_b=80",
+        f"dtype={dtype}",
     ]
 
 
@@ -227,15 +231,17 @@ def decode_speeds(
     rounds: int,
     beams: dict[int, str] = BEAMS,
     suffix: str = "",
+    dtype: str = "float32",
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Median sentences/s of attnmt (and of the kit's JoeyNMT, timed alternately) per beam,
-    and every round's seconds; `suffix` ends the name of each beam's keys."""
+    """Median sentences/s of attnmt (its weights in `dtype`; and of the kit's JoeyNMT, timed
+    alternately) per beam, and every round's seconds; `suffix` ends the name of each beam's
+    keys."""
     count = len(source.read_text(encoding="utf-8").splitlines())
     speeds: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
     for beam, beam_name in beams.items():
         name = beam_name + suffix
-        attnmt = attnmt_decode(checkpoint, source, work / f"hyp.{name}", beam)
+        attnmt = attnmt_decode(checkpoint, source, work / f"hyp.{name}", beam, dtype)
         joeynmt = joeynmt_decode(kit, work, beam)
         ours, theirs = [], []
         for _ in range(rounds):
@@ -293,6 +299,13 @@ def main() -> None:
         "--large", type=int, default=10_000, help="sentences of the large beam-5 input (0: none)"
     )
     parser.add_argument("--large-rounds", type=int, default=1, help="its decoding runs, median")
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="attnmt's decoding weights (attnmt-translate dtype=); bfloat16 needs a CPU with "
+        "native bf16",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     overrides, test_source, test_reference = data_overrides(args.kit_dir / "data", args.work)
@@ -325,7 +338,7 @@ def main() -> None:
         "train_log_windows": windows,
     }
     speeds, seconds = decode_speeds(
-        run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds
+        run_dir / "best.pt", test_source, args.kit_dir, args.work, args.rounds, dtype=args.dtype
     )
     flops, tokens = matrix_flops(trainer := run_trainer(run_dir), first_batches(trainer, 10))
     achieved = tokens_per_s * flops / tokens / 1e9
@@ -346,6 +359,7 @@ def main() -> None:
             args.large_rounds,
             {5: "beam5"},
             suffix,
+            args.dtype,
         )
         result.update(speeds)
         seconds.update(large_seconds)
@@ -353,7 +367,12 @@ def main() -> None:
         hypotheses = args.work / f"hyp.{name}"
         result[f"{name}_mean_hyp_words"] = mean_words(hypotheses)
         result[f"{name}_test_bleu"] = bleu(hypotheses, test_reference)
-    result.update(decode_includes_model_load=True, peak_rss_mb=peak_rss_mb, threads=THREADS)
+    result.update(
+        decode_includes_model_load=True,
+        decode_dtype=args.dtype,
+        peak_rss_mb=peak_rss_mb,
+        threads=THREADS,
+    )
     joey_beam5 = args.kit_dir / "hyp.beam5"
     if joey_beam5.is_file():  # the kit's own output, scored the same way, for comparison
         result["joeynmt_beam5_test_bleu"] = bleu(joey_beam5, test_reference)

@@ -5,6 +5,10 @@ plain code beside it in the textbook would; docs/benchmarks.md has what each sav
   with `bernoulli_`, one element at a time; uniform numbers compared with p give the same
   Bernoulli(1 - p) mask in well under half the time, forward and backward. Elsewhere (CUDA)
   torch's own fused dropout is used.
+- `padded_rnn`: the encoder's RNN over padded sentences instead of packed sequences, each
+  direction of each layer as its own call, the reverse one over each sentence reversed within
+  its length. torch's CPU RNN then makes every step's input product in one product before its
+  loop, which it cannot do for packed sequences; padding still never reaches a real position.
 - `copies_of` and `attend_copies`: in beam search, hypotheses that extend one hypothesis by
   several words are copies of its state until their next RNN step. Where the query is that
   state (Bahdanau's q_{t-1}), they attend once per distinct hypothesis and share the result.
@@ -18,6 +22,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
 from torch.nn import functional as F
 
 
@@ -69,3 +74,42 @@ def attend_copies(
         None if coverage is None else coverage[first],
     )
     return context[inverse], weights[inverse]
+
+
+RNN_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+def padded_rnn(
+    rnn: nn.RNNBase, inputs: Tensor, lengths: Tensor, one_way: Callable[[int], nn.RNNBase]
+) -> tuple[Tensor, Tensor]:
+    """What `rnn` (batch-first, any layers and directions) computes over the packed sentences
+    of `inputs` (B, S, I) with `lengths` (B,): the top layer's states (B, S, D), zero at
+    padding, and its last state of each direction side by side (B, D). Each direction of each
+    layer runs over the whole padded batch as `one_way(input width)`, a one-layer, one-way RNN
+    of the same kind whose weights are swapped for that direction's; the reverse direction
+    reads each sentence reversed within its length, so padding comes after the real positions
+    in both directions and never reaches them. Between layers, `rnn`'s dropout as it applies
+    it."""
+    batch, steps = inputs.shape[:2]
+    positions = torch.arange(steps, device=inputs.device)
+    lengths = lengths.to(inputs.device)
+    real = (positions < lengths[:, None]).unsqueeze(-1)  # (B, S, 1)
+    # position t of a reversed sentence reads position length-1-t; padding stays; its own inverse
+    flip = torch.where(real[..., 0], lengths[:, None] - 1 - positions, positions)  # (B, S)
+    rows, last = torch.arange(batch, device=inputs.device), lengths - 1
+    directions = 2 if rnn.bidirectional else 1
+    layer_input = inputs
+    for layer in range(rnn.num_layers):
+        states, finals = [], []
+        for direction in range(directions):
+            suffix = f"_l{layer}" + ("_reverse" if direction else "")
+            weights = {f"{name}_l0": getattr(rnn, name + suffix) for name in RNN_WEIGHTS}
+            index = flip.unsqueeze(-1).expand(-1, -1, layer_input.size(-1))
+            read = layer_input.gather(1, index) if direction else layer_input
+            out, _ = functional_call(one_way(read.size(-1)), weights, (read,))
+            finals.append(out[rows, last])  # after the sentence's last real position
+            states.append(out.gather(1, flip.unsqueeze(-1).expand_as(out)) if direction else out)
+        layer_input = torch.cat(states, -1) * real
+        if layer < rnn.num_layers - 1 and rnn.dropout and rnn.training:
+            layer_input = F.dropout(layer_input, rnn.dropout, training=True)
+    return layer_input, torch.cat(finals, -1)

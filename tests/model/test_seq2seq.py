@@ -259,3 +259,34 @@ def test_luong_without_input_feeding_trains_all_steps_at_once_as_the_step_loop(a
     assert torch.allclose(weights, looped_weights, atol=1e-6)
     pairs = zip(grads, looped_grads, strict=True)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm", "rnn"])
+@pytest.mark.parametrize("layers,bidirectional", [(1, True), (2, True), (2, False)])
+def test_the_encoder_over_padded_sentences_equals_packed_sequences(rnn_type, layers, bidirectional):
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    model = tiny_model(
+        f"encoder.rnn_type={rnn_type}",
+        f"encoder.num_layers={layers}",
+        f"encoder.bidirectional={bidirectional}",
+    )
+    encoder = model.encoder
+    source, lengths, _ = batch()
+    embedded = encoder.embedding(source)
+    packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+    states, final = encoder.rnn(packed)
+    states, _ = pad_packed_sequence(states, batch_first=True, total_length=source.size(1))
+    final = final[0] if isinstance(final, tuple) else final
+    top = final[-encoder.directions :].transpose(0, 1).flatten(1)
+    (states.sum() + top.sum()).backward()
+    packed_grads = [p.grad.clone() for p in encoder.rnn.parameters()]
+    encoder.zero_grad()
+    output = encoder(source, lengths)  # on CPU: fast.padded_rnn
+    (output.states.sum() + output.final.sum()).backward()
+    assert torch.allclose(output.states, states, atol=1e-6)
+    assert torch.allclose(output.final, top, atol=1e-6)
+    assert (output.states[~output.mask] == 0).all()
+    pairs = zip([p.grad for p in encoder.rnn.parameters()], packed_grads, strict=True)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
+    assert [n for n, _ in model.named_parameters() if "one_way" in n] == []  # nothing new saved
