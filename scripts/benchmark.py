@@ -20,11 +20,11 @@ on a CPU with native bf16 its bf16 peak too, the same matmul in bf16):
 the model's matrix FLOPs per target token (forward and backward, counted by
 torch.utils.flop_counter on the first training batches) times its tokens/s.
 
-Decoding is timed --rounds times (default 3) and the median reported; `--dtype bfloat16` decodes
-with bf16 weights (attnmt-translate dtype=bfloat16) on a CPU with native bf16. When the kit's JoeyNMT
-model and environment are there (after `../shared/bench/joeynmt/run.sh`), each round also
-times the kit's own decoding command right after attnmt's (same input, same beam, same
-threads), so both medians come from the same minutes: `joeynmt_{greedy,beam5}_sent_per_s`
+Decoding is timed --rounds times (default 3) and the median reported; `--dtype bfloat16`
+decodes with bf16 weights (attnmt-translate dtype=bfloat16) on a CPU with native bf16. When the
+kit's JoeyNMT model and environment are there (after `../shared/bench/joeynmt/run.sh`), each
+round also times the kit's own decoding command right after attnmt's (same input, same beam,
+same threads), so both medians come from the same minutes: `joeynmt_{greedy,beam5}_sent_per_s`
 and the ratios `{greedy,beam5}_speedup`. Whole-process times on these shared machines drift
 by 10-20% within an hour; alternating the two tools keeps the ratio honest.
 """
