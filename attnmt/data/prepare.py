@@ -64,7 +64,7 @@ def _split_codes(
         return _mixed_split_codes(cfg, staged, paths, report, keep, evaluated, first_part)
     codes = np.full(len(staged), -1, dtype=np.int8)
     if sources.source_of(cfg).given_splits:  # the inputs are the splits, in SPLITS order
-        codes[keep] = staged.parts[keep] - first_part
+        codes[keep] = staged.parts[keep]
         if not (codes == TRAIN).any():
             raise DataError(f"{paths[0]}: no training pairs left after cleaning")
         return codes
