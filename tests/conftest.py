@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from attnmt.cli.common import plain  # noqa: F401  (tests import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
@@ -23,10 +25,6 @@ def compose_config(config_name: str, overrides: list[str]) -> DictConfig:
     """A config composed from configs/ exactly as the CLI would, with `overrides`."""
     with initialize_config_module(config_module="attnmt.configs", version_base="1.3"):
         return compose(config_name=config_name, overrides=overrides)
-
-
-def plain(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True)
 
 
 @pytest.fixture(scope="session")

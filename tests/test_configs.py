@@ -34,7 +34,8 @@ def test_trainer_defaults_build_a_trainer_config():
 
 @pytest.mark.parametrize("name", option_names("experiment"))
 def test_every_experiment_composes_into_valid_configs(name):
-    cfg = plain(compose_config("train", [f"+experiment={name}"]))
+    needs = ["trainer.init=model.pt"] if name == "finetune" else []  # ${required:trainer.init}
+    cfg = plain(compose_config("train", [f"+experiment={name}", *needs]))
     trainer = to_dataclass(TrainerConfig, cfg["trainer"], "trainer")
     data = to_dataclass(DataConfig, cfg["data"], "data")
     assert trainer.max_time and data.src_lang != data.tgt_lang

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from attnmt.config import in_range, to_dataclass
 from attnmt.errors import AttnmtError, ConfigError
@@ -33,9 +33,29 @@ Options = TypeVar("Options")
 log = logging.getLogger("attnmt")
 
 
+def _required(key: str) -> NoReturn:
+    """`${required:KEY}`: the value of a key that a recipe cannot run without (`???` cannot
+    say so in an overlay: merged over a default, it leaves the default). Resolved only where
+    the command line did not give the key."""
+    raise ConfigError(f"no value for {key}: give {key}=...")
+
+
+OmegaConf.register_new_resolver("required", _required, replace=True)
+
+
 def plain(cfg: DictConfig) -> dict[str, Any]:
-    """A resolved config node as plain dicts and lists."""
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    """A resolved config node as plain dicts and lists; a key left at `???` or
+    `${required:KEY}` (a value the config or a recipe needs from the command line) is an error
+    naming it."""
+    try:
+        missing = sorted(OmegaConf.missing_keys(cfg))
+        values = OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as error:  # its first line holds _required's message
+        reason = str(error).splitlines()[0].split("resolving interpolation: ", 1)[-1]
+        raise ConfigError(reason) from None
+    if missing:
+        raise ConfigError(f"no value for {', '.join(missing)}: give {missing[0]}=...")
+    return values  # type: ignore[return-value]
 
 
 def user_errors(main: Callable[[Argument], Any]) -> Callable[[Argument], Any]:

@@ -259,6 +259,11 @@ def _passes_length_rules(
     return rule is None
 
 
+def _input_paths(inputs: list[tuple[Corpus, list[Path]]]) -> list[Path]:
+    """The input files of every corpus, in order (as their hashes are listed)."""
+    return [path for _, files in inputs for path in files]
+
+
 def _stage_and_split(
     cfg: DataConfig,
     inputs: list[tuple[Corpus, list[Path]]],
@@ -268,7 +273,7 @@ def _stage_and_split(
     """Stage the clean pairs of every corpus, split them, and write each split's text to
     folder/.{split}.{lang}; return the pair count of each split and, with several corpora, the
     corpus of each training pair. The keys are freed on return, before SentencePiece."""
-    paths = [path for _, files in inputs for path in files]
+    paths = _input_paths(inputs)
     log.info("reading and normalising %s", ", ".join(map(str, paths)))
     parts, part_corpus = [], []
     for index, (entry, files) in enumerate(inputs):
@@ -336,7 +341,7 @@ def _build(
         "fingerprint": fingerprint(cfg, hashes, given),
         "sources": [
             {"path": str(p.resolve()), "sha256": h}
-            for p, h in zip([p for _, files in inputs for p in files], hashes, strict=True)
+            for p, h in zip(_input_paths(inputs), hashes, strict=True)
         ],
         "src_lang": cfg.src_lang,
         "tgt_lang": cfg.tgt_lang,

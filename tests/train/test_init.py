@@ -117,6 +117,11 @@ def test_the_finetune_recipe_lowers_the_learning_rate_and_stops_early():
     assert config["trainer"]["lr"] < default["lr"] and config["trainer"]["patience"] is not None
 
 
+def test_the_finetune_recipe_without_a_model_is_an_error_naming_trainer_init():
+    with pytest.raises(ConfigError, match=r"^no value for trainer.init: give trainer.init="):
+        plain(compose_config("train", ["+experiment=finetune"]))
+
+
 def test_a_whole_data_group_override_is_not_a_conflict(alone, new_corpus, tmp_path):
     folder = tmp_path / "files"
     folder.mkdir()
