@@ -52,14 +52,15 @@ best: install
 
 # Sequence-level distillation (README): the teacher (TEACHER; default: make best's ensemble)
 # translates its training split with beam 5 into $(DISTILL)/corpus, and a student of the default
-# size trains on that with make best's recipe for one seed (the default recipe keeping its 5
-# best checkpoints), is averaged like each of make best's runs, and is scored with beam 5 and
-# greedy.
+# size (STUDENT: Luong's decoder without input feeding, which trains all target steps at once)
+# trains on that with make best's recipe for one seed (the default recipe keeping its 5 best
+# checkpoints), is averaged like each of make best's runs, and is scored with beam 5 and greedy.
 TEACHER ?= [$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt]
 DISTILL ?= outputs/distill
+STUDENT ?= decoder=luong decoder.input_feeding=false
 distill: install
 	$(BIN)/attnmt-distill ckpt=$(TEACHER) output=$(DISTILL)/corpus
-	$(BIN)/attnmt-train data=splits data.split_dir=$(DISTILL)/corpus $$(cat $(DISTILL)/corpus/langs) +experiment=best trainer.processes=auto hydra.run.dir=$(DISTILL)/student $(ARGS)
+	$(BIN)/attnmt-train data=splits data.split_dir=$(DISTILL)/corpus $$(cat $(DISTILL)/corpus/langs) $(STUDENT) +experiment=best trainer.processes=auto hydra.run.dir=$(DISTILL)/student $(ARGS)
 	$(BIN)/attnmt-average run=$(DISTILL)/student output=$(DISTILL)/student/avg.pt
 	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/avg.pt sets=[dev,test]
 	$(BIN)/attnmt-evaluate ckpt=$(DISTILL)/student/avg.pt sets=[test] beam_size=1 output_dir=$(DISTILL)/student/eval-greedy
