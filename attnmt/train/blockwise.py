@@ -10,6 +10,7 @@ its logits are at hand, so the backward pass has nothing of them to keep
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +19,10 @@ from torch import Tensor
 # Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
 # Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
 BLOCK_ROWS = 1024
+# The last block's rows are rounded up to a multiple of this with zero rows (no loss, no
+# gradient): oneDNN builds a kernel for each new shape of a product, about 20 ms for these
+# products on CPU, and the last block's row count would otherwise be new at nearly every step.
+ROW_MULTIPLE = 64
 
 
 def linear_cross_entropy(
@@ -36,8 +41,8 @@ def linear_cross_entropy(
     x, w, b = _compute_type(inputs, weight, bias)
     total = torch.zeros((), dtype=torch.float32, device=inputs.device)
     with _autocast_off(inputs):
-        for start in range(0, len(x), rows):
-            logits = torch.addmm(b, x[start : start + rows], w.t()).float()
+        for start, real, xs in _blocks(x, rows):
+            logits = torch.addmm(b, xs, w.t())[:real].float()
             total += F.cross_entropy(
                 logits,
                 target[start : start + rows],
@@ -45,6 +50,15 @@ def linear_cross_entropy(
                 reduction="sum",
             )
     return total
+
+
+def _blocks(x: Tensor, rows: int) -> Iterator[tuple[int, int, Tensor]]:
+    """(start, real rows, block) for each block of `rows` rows of x, the last one's rows
+    rounded up to a multiple of ROW_MULTIPLE with zero rows after its `real` ones."""
+    for start in range(0, len(x), rows):
+        block = x[start : start + rows]
+        real, pad = len(block), -len(block) % ROW_MULTIPLE
+        yield start, real, F.pad(block, (0, 0, 0, pad)) if pad and x.device.type == "cpu" else block
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -61,17 +75,22 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_w = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
         grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
         with _autocast_off(inputs):
-            for start in range(0, len(x), rows):
-                xs, ts = x[start : start + rows], target[start : start + rows, None]
+            for start, real, xs in _blocks(x, rows):
+                ts = target[start : start + rows, None]
                 probs = torch.addmm(b, xs, w.t()).float().log_softmax(-1)
-                picked = probs.gather(1, ts)
-                total -= (1 - smoothing) * picked.sum() + smoothing / vocab * probs.sum()
+                own = probs[:real]  # the real rows, a view (padding rows, if any, after them)
+                picked = own.gather(1, ts)
+                total -= (1 - smoothing) * picked.sum() + smoothing / vocab * own.sum()
                 probs.exp_()
-                probs.scatter_(1, ts, probs.gather(1, ts) - (1 - smoothing))
+                probs[real:] = 0  # padding: no gradient
+                own.scatter_(1, ts, own.gather(1, ts) - (1 - smoothing))
                 if smoothing:
-                    probs -= smoothing / vocab
+                    own -= smoothing / vocab
                 grad = probs.to(x.dtype)
-                torch.mm(grad, w, out=grad_x[start : start + rows])
+                if real == len(xs):
+                    torch.mm(grad, w, out=grad_x[start : start + rows])
+                else:
+                    grad_x[start : start + real] = torch.mm(grad, w)[:real]
                 grad_w += torch.mm(grad.t(), xs)
                 grad_b += probs.sum(0)
         ctx.save_for_backward(grad_x, grad_w, grad_b)
