@@ -157,8 +157,8 @@ class ParallelData:
         """
         rng = np.random.default_rng([seed, epoch])
         src_len, tgt_len = self.source.lengths + 1, self.target.lengths + 1
+        jitter = rng.random(len(self))  # shuffles pairs of equal lengths
         if self.mix is None:
-            jitter = rng.random(len(self))  # shuffles pairs of equal lengths
             order = np.lexsort((jitter, src_len, tgt_len))
         else:  # several corpora: this epoch's share of each (`CorpusMix`)
             chosen = self.mix.epoch_pairs(seed, epoch)

@@ -53,12 +53,15 @@ def linear_cross_entropy(
 
 
 def _blocks(x: Tensor, rows: int) -> Iterator[tuple[int, int, Tensor]]:
-    """(start, real rows, block) for each block of `rows` rows of x, the last one's rows
-    rounded up to a multiple of ROW_MULTIPLE with zero rows after its `real` ones."""
+    """(start, real rows, block) for each block of `rows` rows of x; on CPU the last one's
+    rows rounded up to a multiple of ROW_MULTIPLE with zero rows after its `real` ones."""
     for start in range(0, len(x), rows):
         block = x[start : start + rows]
-        real, pad = len(block), -len(block) % ROW_MULTIPLE
-        yield start, real, F.pad(block, (0, 0, 0, pad)) if pad and x.device.type == "cpu" else block
+        real = len(block)
+        last = start + rows >= len(x)
+        if last and x.device.type == "cpu" and real % ROW_MULTIPLE:
+            block = F.pad(block, (0, 0, 0, -real % ROW_MULTIPLE))
+        yield start, real, block
 
 
 class _LinearCrossEntropy(torch.autograd.Function):

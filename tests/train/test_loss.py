@@ -23,7 +23,7 @@ def _reference(inputs, weight, bias, target, smoothing):  # noqa: ANN001, ANN202
     return F.cross_entropy(logits, target, label_smoothing=smoothing, reduction="sum")
 
 
-@pytest.mark.parametrize("rows,block", [(37, 8), (16, 16), (5, 256), (1, 1)])
+@pytest.mark.parametrize("rows,block", [(37, 8), (16, 16), (5, 256), (1, 1), (130, 64)])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_loss_and_gradients_match_torch(rows: int, block: int, smoothing: float) -> None:
     inputs, weight, bias, target = _problem(rows)
