@@ -44,18 +44,17 @@ OmegaConf.register_new_resolver("required", _required, replace=True)
 
 
 def plain(cfg: DictConfig) -> dict[str, Any]:
-    """A resolved config node as plain dicts and lists; a key left at `???` or
-    `${required:KEY}` (a value the config or a recipe needs from the command line) is an error
-    naming it."""
+    """A resolved config node as plain dicts and lists; a key at `${required:KEY}` that the
+    command line did not give is `_required`'s error naming it."""
     try:
-        missing = sorted(OmegaConf.missing_keys(cfg))
-        values = OmegaConf.to_container(cfg, resolve=True)
-    except InterpolationResolutionError as error:  # its first line holds _required's message
-        reason = str(error).splitlines()[0].split("resolving interpolation: ", 1)[-1]
-        raise ConfigError(reason) from None
-    if missing:
-        raise ConfigError(f"no value for {', '.join(missing)}: give {missing[0]}=...")
-    return values  # type: ignore[return-value]
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except InterpolationResolutionError as error:
+        cause: BaseException | None = error
+        while cause is not None and not isinstance(cause, AttnmtError):
+            cause = cause.__context__  # OmegaConf wraps a resolver's error, maybe twice
+        if cause is None:
+            raise
+        raise cause from None
 
 
 def user_errors(main: Callable[[Argument], Any]) -> Callable[[Argument], Any]:
