@@ -104,8 +104,9 @@ def padded_rnn(
         for direction in range(directions):
             suffix = f"_l{layer}" + ("_reverse" if direction else "")
             weights = {f"{name}_l0": getattr(rnn, name + suffix) for name in RNN_WEIGHTS}
-            index = flip.unsqueeze(-1).expand(-1, -1, layer_input.size(-1))
-            read = layer_input.gather(1, index) if direction else layer_input
+            read = layer_input
+            if direction:  # each sentence reversed within its length
+                read = read.gather(1, flip.unsqueeze(-1).expand(-1, -1, read.size(-1)))
             out, _ = functional_call(one_way(read.size(-1)), weights, (read,))
             finals.append(out[rows, last])  # after the sentence's last real position
             states.append(out.gather(1, flip.unsqueeze(-1).expand_as(out)) if direction else out)
