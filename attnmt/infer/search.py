@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from attnmt.infer.ensemble import Ensemble, EnsembleState
-from attnmt.infer.fast import row_top_k
+from attnmt.infer.fast import pick_log_probs, row_top_k
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.model.state import DecoderState
 from attnmt.vocab import BOS_ID, EOS_ID
@@ -53,7 +53,7 @@ def greedy(
     limits = limits.to(source.device)
     for t in range(int(limits.max())):
         logits, weights, state = model.decoder.step(previous, state)
-        log_probs, words = logits.float().log_softmax(-1).max(-1)  # (B',), fp32 as in beams
+        log_probs, words = pick_log_probs(logits, lambda lp: lp.max(-1))  # (B',), fp32 as in beams
         for row, (index, word, log_prob) in enumerate(
             zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
         ):
@@ -86,7 +86,8 @@ def best_extensions(logits: Tensor, scores: Tensor, count: int) -> tuple[Tensor,
     Returns their scores, the beam each extends (origin) and the word, each (n, count).
     """
     n, width = scores.shape
-    log_probs, beam_words = row_top_k(logits.float().log_softmax(-1), count)  # (n * W, count)
+    # each row's `count` best words and their log P (n * W, count)
+    log_probs, beam_words = pick_log_probs(logits, lambda lp: row_top_k(lp, count))
     candidates = (scores.view(n * width, 1) + log_probs).view(n, width * count)
     top_scores, top_ids = candidates.topk(count, dim=-1)
     return top_scores, top_ids // count, beam_words.view(n, -1).gather(1, top_ids)

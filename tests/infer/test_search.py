@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnmt.infer.fast import row_top_k
+from attnmt.infer.fast import pick_log_probs, row_top_k
 from attnmt.infer.search import beam_search, best_extensions, greedy, max_lengths
 from attnmt.vocab import EOS_ID
 from tests.model.test_seq2seq import batch, tiny_model
@@ -93,6 +93,16 @@ def test_row_top_k_in_blocks_equals_topk(width):
     top, at = row_top_k(values, 10)
     expected, expected_at = values.topk(10, dim=-1)
     assert torch.equal(top, expected) and torch.equal(at, expected_at)
+
+
+@pytest.mark.parametrize("rows", [7, 16, 64])
+def test_log_probs_picked_in_blocks_of_rows_equal_the_whole_step(rows):
+    torch.manual_seed(rows)
+    logits = (torch.randn(37, 300) * 4).to(torch.bfloat16)  # 37 rows: a last, partial block
+    whole = logits.float().log_softmax(-1)
+    for pick in (lambda lp: lp.max(-1), lambda lp: row_top_k(lp, 5)):
+        got = pick_log_probs(logits, pick, rows)
+        assert all(torch.equal(a, b) for a, b in zip(got, pick(whole), strict=True))
 
 
 def test_scores_with_a_length_penalty_are_log_p_over_the_penalty():
