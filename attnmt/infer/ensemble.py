@@ -48,6 +48,17 @@ class EnsembleDecoder(nn.Module):
         mean = torch.stack(log_probs).mean(0)
         return mean, torch.stack(weights).mean(0), EnsembleState(states)
 
+    def step_features(
+        self, previous: Tensor, state: EnsembleState
+    ) -> tuple[Tensor, Tensor, EnsembleState]:
+        """`step`, as search asks a model's decoder: an ensemble's features are its mean
+        log-probabilities, which `logits` passes on as they are."""
+        return self.step(previous, state)
+
+    def logits(self, mean_log_probs: Tensor) -> Tensor:
+        """The mean log-probabilities (..., V) as they are: search normalises them like logits."""
+        return mean_log_probs
+
 
 class Ensemble(nn.Module):
     """Models that decode together (see the module docstring)."""

@@ -2,7 +2,8 @@
 plain code it stands for; docs/benchmarks.md has what each saves.
 
 - `row_top_k`: `topk` over a wide vocabulary row, ranked in blocks: faster on CPU.
-- `pick_log_probs`: a step's log-probabilities made and reduced a block of rows at a time.
+- `pick_log_probs`: a step's logits and log-probabilities made and reduced a block of rows
+  at a time.
 - `once_per_distinct`: a block of input that repeats a sentence searches it once; search is
   deterministic and a sentence's result does not depend on the others in its batch, so each
   repeat gets a copy of the first one's hypotheses.
@@ -51,16 +52,25 @@ LOG_PROB_ROWS = 512
 
 
 def pick_log_probs(
-    logits: Tensor, pick: Callable[[Tensor], tuple[Tensor, ...]], rows: int = LOG_PROB_ROWS
+    inputs: Tensor,
+    pick: Callable[[Tensor], tuple[Tensor, ...]],
+    to_logits: Callable[[Tensor], Tensor] | None = None,
+    rows: int = LOG_PROB_ROWS,
 ) -> tuple[Tensor, ...]:
-    """`pick(logits.float().log_softmax(-1))` for logits (n, V) and a `pick` that reduces each
-    row on its own to tensors of n rows (a max, a top-k), a block of `rows` rows at a time: the
-    same values, and faster on CPU, where a whole step's fp32 copy and log-probabilities
-    (rows x vocabulary, tens of MB) would each pass through memory, and a block's stay in the
-    cache (docs/benchmarks.md has the measurement)."""
-    if len(logits) <= rows:
+    """`pick(to_logits(inputs).float().log_softmax(-1))` for inputs (n, *) and a `pick` that
+    reduces each row on its own to tensors of n rows (a max, a top-k), a block of `rows` rows
+    at a time; `to_logits` is the output layer (None: the inputs are the logits). The same
+    values, and faster on CPU: a whole step's logits, their fp32 copy and log-probabilities
+    (rows x vocabulary, tens of MB each) would each pass through memory, where a block's stay
+    in the cache (docs/benchmarks.md has the measurement)."""
+
+    def picked(block: Tensor) -> tuple[Tensor, ...]:
+        logits = block if to_logits is None else to_logits(block)
         return pick(logits.float().log_softmax(-1))
-    parts = [pick(block.float().log_softmax(-1)) for block in logits.split(rows)]
+
+    if len(inputs) <= rows:
+        return picked(inputs)
+    parts = [picked(block) for block in inputs.split(rows)]
     return tuple(torch.cat(column) for column in zip(*parts, strict=True))
 
 

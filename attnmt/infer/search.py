@@ -5,6 +5,7 @@ Shapes: B batch, S source length, V target vocabulary, K beam size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -52,8 +53,9 @@ def greedy(
     attention: list[list[Tensor]] = [[] for _ in range(batch)]
     limits = limits.to(source.device)
     for t in range(int(limits.max())):
-        logits, weights, state = model.decoder.step(previous, state)
-        log_probs, words = pick_log_probs(logits, lambda lp: lp.max(-1))  # (B',), fp32 as in beams
+        features, weights, state = model.decoder.step_features(previous, state)
+        # (B',) each, fp32 as in beams
+        log_probs, words = pick_log_probs(features, lambda lp: lp.max(-1), model.decoder.logits)
         for row, (index, word, log_prob) in enumerate(
             zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
         ):
@@ -77,17 +79,23 @@ def greedy(
     ]
 
 
-def best_extensions(logits: Tensor, scores: Tensor, count: int) -> tuple[Tensor, Tensor, Tensor]:
+def best_extensions(
+    inputs: Tensor,
+    scores: Tensor,
+    count: int,
+    to_logits: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """The `count` best one-word extensions of each sentence's beams, best first.
 
-    logits (n * W, V) of the next word for W beams of n sentences; scores (n, W) the beams' log
-    P. An extension scores log P(beam) + log P(word | beam). The best `count` of the W x V are
-    among each beam's own best `count` words, so rank those per beam, then across the beams.
+    inputs (n * W, *) of the next word for W beams of n sentences: the logits (n * W, V), or
+    what `to_logits` (the output layer) makes the logits of; scores (n, W) the beams' log P. An
+    extension scores log P(beam) + log P(word | beam). The best `count` of the W x V are among
+    each beam's own best `count` words, so rank those per beam, then across the beams.
     Returns their scores, the beam each extends (origin) and the word, each (n, count).
     """
     n, width = scores.shape
     # each row's `count` best words and their log P (n * W, count)
-    log_probs, beam_words = pick_log_probs(logits, lambda lp: row_top_k(lp, count))
+    log_probs, beam_words = pick_log_probs(inputs, lambda lp: row_top_k(lp, count), to_logits)
     candidates = (scores.view(n * width, 1) + log_probs).view(n, width * count)
     top_scores, top_ids = candidates.topk(count, dim=-1)
     return top_scores, top_ids // count, beam_words.view(n, -1).gather(1, top_ids)
@@ -152,17 +160,18 @@ class Extensions:
 
 def extend(
     beams: Beams,
-    logits: Tensor,
+    features: Tensor,
+    to_logits: Callable[[Tensor], Tensor],
     weights: Tensor,
     at_limit: Tensor,
     k: int,
     keep_attention: bool,
 ) -> Extensions:
-    """Rank every beam's one-word extensions; those with EOS, or at the limit, end. `weights`
-    (n * W, S), this step's attention, is kept with them when `keep_attention`, and added to
-    their coverage when the beams keep that."""
+    """Rank every beam's one-word extensions, the logits `to_logits(features)`; those with EOS,
+    or at the limit, end. `weights` (n * W, S), this step's attention, is kept with them when
+    `keep_attention`, and added to their coverage when the beams keep that."""
     n, width = beams.scores.shape
-    scores, origin, words = best_extensions(logits, beams.scores, 2 * k)
+    scores, origin, words = best_extensions(features, beams.scores, 2 * k, to_logits)
     rows = torch.arange(n, device=words.device).unsqueeze(1) * width + origin
     ends = (words == EOS_ID) | at_limit.unsqueeze(1)
     attention = coverage = None
@@ -267,9 +276,9 @@ def beam_search(
     bar = torch.full((batch,), float("-inf"), device=device)  # each n-th best finished score
     first_k = torch.arange(2 * k, device=device) < k
     for t in range(int(limits.max())):
-        logits, weights, state = model.decoder.step(previous, beams.state)
+        features, weights, state = model.decoder.step_features(previous, beams.state)
         at_limit = limits[beams.sentences] <= t + 1  # (n,)
-        ext = extend(beams, logits, weights, at_limit, k, keep_attention)
+        ext = extend(beams, features, model.decoder.logits, weights, at_limit, k, keep_attention)
         final = ext.ends & first_k  # the extensions that finish now
         finish(found, beams, ext, final, alpha, beta, source_mask)
         beams, rows = carry(replace(beams, state=state), ext, k)

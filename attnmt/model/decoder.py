@@ -149,9 +149,17 @@ class AttentionDecoder(nn.Module):
         parts, weights, state = self.recur(embedded, state)
         return self.features(parts), weights, state
 
+    def step_features(
+        self, previous: Tensor, state: DecoderState
+    ) -> tuple[Tensor, Tensor, DecoderState]:
+        """previous words (B,) -> output features (B, F), attention weights (B, S), the next
+        state: `step` short of the output layer, for a search that applies `logits` itself, a
+        block of rows at a time (`attnmt.infer.fast.pick_log_probs`)."""
+        return self.features_step(self.dropout(self.embedding(previous)), state)
+
     def step(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """previous words (B,) -> logits (B, V), attention weights (B, S), the next state."""
-        features, weights, state = self.features_step(self.dropout(self.embedding(previous)), state)
+        features, weights, state = self.step_features(previous, state)
         return self.logits(features), weights, state
 
     def forward(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:

@@ -62,8 +62,10 @@ def test_stopping_at_the_first_best_hypothesis_is_exact_without_penalty(eos_bias
     with torch.no_grad():  # make EOS likely enough that some sentences end early
         model.decoder.output.bias[EOS_ID] += eos_bias
     limits = max_lengths(lengths, 2.0, 3)
-    rows, step = [], model.decoder.step
-    model.decoder.step = lambda previous, state: rows.append(len(previous)) or step(previous, state)
+    rows, step = [], model.decoder.step_features
+    model.decoder.step_features = lambda previous, state: (
+        rows.append(len(previous)) or step(previous, state)
+    )
     one = beam_search(model, source, lengths, limits, 5, alpha=0.0, keep_attention=False)
     rows_one, rows[:] = sum(rows), []
     five = beam_search(model, source, lengths, limits, 5, alpha=0.0, keep_attention=False, n_best=5)
@@ -98,11 +100,17 @@ def test_row_top_k_in_blocks_equals_topk(width):
 @pytest.mark.parametrize("rows", [7, 16, 64])
 def test_log_probs_picked_in_blocks_of_rows_equal_the_whole_step(rows):
     torch.manual_seed(rows)
-    logits = (torch.randn(37, 300) * 4).to(torch.bfloat16)  # 37 rows: a last, partial block
-    whole = logits.float().log_softmax(-1)
-    for pick in (lambda lp: lp.max(-1), lambda lp: row_top_k(lp, 5)):
-        got = pick_log_probs(logits, pick, rows)
-        assert all(torch.equal(a, b) for a, b in zip(got, pick(whole), strict=True))
+    output = torch.nn.Linear(8, 300).to(torch.bfloat16)
+    features = torch.randn(37, 8).to(torch.bfloat16)  # 37 rows: a last, partial block
+    with torch.no_grad():
+        logits = output(features)
+        whole = logits.float().log_softmax(-1)
+        for pick in (lambda lp: lp.max(-1), lambda lp: row_top_k(lp, 5)):
+            for got in (
+                pick_log_probs(logits, pick, rows=rows),
+                pick_log_probs(features, pick, output, rows=rows),
+            ):
+                assert all(torch.equal(a, b) for a, b in zip(got, pick(whole), strict=True))
 
 
 def test_scores_with_a_length_penalty_are_log_p_over_the_penalty():
