@@ -27,6 +27,13 @@ round also times the kit's own decoding command right after attnmt's (same input
 same threads), so both medians come from the same minutes: `joeynmt_{greedy,beam5}_sent_per_s`
 and the ratios `{greedy,beam5}_speedup`. Whole-process times on these shared machines drift
 by 10-20% within an hour; alternating the two tools keeps the ratio honest.
+
+One-epoch models say little (JoeyNMT's often a word or two a sentence), which flatters whoever
+stops sooner. `--trained CHECKPOINT --kit-model DIR` skips training and times the same decoding
+for two trained models instead, attnmt's checkpoint against JoeyNMT's model folder (such as the
+one `../shared/bench/joeynmt/quality.sh MINUTES` leaves in WORKDIR/quality-MINUTES/model, beside
+attnmt trained on the kit's split for the same minutes), and reports both tools' test BLEU and
+mean words a sentence for each beam.
 """
 
 from __future__ import annotations
@@ -211,13 +218,16 @@ def attnmt_decode(
     ]
 
 
-def joeynmt_decode(kit: Path, work: Path, beam: int) -> list[str] | None:
-    """The kit's decoding command for `beam` (its config, beam size set as the kit sets it),
-    or None when the kit has not trained its model."""
+def joeynmt_decode(kit: Path, work: Path, beam: int, model: Path | None = None) -> list[str] | None:
+    """The kit's decoding command for `beam` (its config, beam size set as the kit sets it)
+    with the model in folder `model` (default: the kit's one-epoch model), or None when the
+    kit has not trained it."""
     python, config = kit / "venv" / "bin" / "python", kit / "reference.yaml"
-    if not (python.is_file() and config.is_file() and (kit / "model" / "best.ckpt").is_file()):
+    model = model or kit / "model"
+    if not (python.is_file() and config.is_file() and (model / "best.ckpt").is_file()):
         return None
     text = re.sub(r"beam_size: .*", f"beam_size: {beam}", config.read_text(encoding="utf-8"))
+    text = re.sub(r"model_dir: .*", f'model_dir: "{model}"', text)
     copy = work / f"joeynmt.beam{beam}.yaml"
     copy.write_text(text, encoding="utf-8")
     return [str(python), "-m", "joeynmt", "translate", str(copy)]
@@ -232,17 +242,18 @@ def decode_speeds(
     beams: dict[int, str] = BEAMS,
     suffix: str = "",
     dtype: str = "float32",
+    kit_model: Path | None = None,
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Median sentences/s of attnmt (its weights in `dtype`; and of the kit's JoeyNMT, timed
-    alternately) per beam, and every round's seconds; `suffix` ends the name of each beam's
-    keys."""
+    """Median sentences/s of attnmt (its weights in `dtype`; and of the kit's JoeyNMT, its model
+    in `kit_model`, timed alternately) per beam, and every round's seconds; `suffix` ends the
+    name of each beam's keys."""
     count = len(source.read_text(encoding="utf-8").splitlines())
     speeds: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
     for beam, beam_name in beams.items():
         name = beam_name + suffix
         attnmt = attnmt_decode(checkpoint, source, work / f"hyp.{name}", beam, dtype)
-        joeynmt = joeynmt_decode(kit, work, beam)
+        joeynmt = joeynmt_decode(kit, work, beam, kit_model)
         ours, theirs = [], []
         for _ in range(rounds):
             ours.append(run(attnmt, work / f"decode.{name}.log"))
@@ -289,6 +300,62 @@ def bleu(hypotheses: Path, reference: Path) -> float:
     return round(BLEU().corpus_score(hyp, [ref]).score, 2)
 
 
+def large_speeds(
+    checkpoint: Path, test_source: Path, args: argparse.Namespace
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """`decode_speeds` with beam 5 on the large input (--large sentences of the train split)."""
+    large = large_input(test_source.parent / "train.zh", args.work, args.large)
+    suffix = f"_{args.large // 1000}k" if args.large % 1000 == 0 else f"_{args.large}"
+    return decode_speeds(
+        checkpoint,
+        large,
+        args.kit_dir,
+        args.work,
+        args.large_rounds,
+        {5: "beam5"},
+        suffix,
+        args.dtype,
+        args.kit_model,
+    )
+
+
+def trained_report(
+    args: argparse.Namespace, test_source: Path, test_reference: Path
+) -> dict[str, object]:
+    """--trained: both tools' decoding of their trained models, timed as `main` times the
+    one-epoch ones, with each tool's test BLEU and words a sentence; no training."""
+    if joeynmt_decode(args.kit_dir, args.work, 5, args.kit_model) is None:
+        raise SystemExit(f"--kit-model {args.kit_model}: no best.ckpt (or no kit environment)")
+    result: dict[str, object] = {
+        "system": "attnmt-0.1.0",
+        **cpu_description(),
+        "attnmt_checkpoint": str(args.trained),
+        "joeynmt_model": str(args.kit_model),
+        "decode_dtype": args.dtype,
+    }
+    speeds, seconds = decode_speeds(
+        args.trained,
+        test_source,
+        args.kit_dir,
+        args.work,
+        args.rounds,
+        dtype=args.dtype,
+        kit_model=args.kit_model,
+    )
+    result.update(speeds)
+    if args.large:
+        large, large_seconds = large_speeds(args.trained, test_source, args)
+        result.update(large)
+        seconds.update(large_seconds)
+    for name in BEAMS.values():
+        for prefix, outputs in (("", "hyp"), ("joeynmt_", "joeynmt.hyp")):
+            hypotheses = args.work / f"{outputs}.{name}"
+            result[f"{prefix}{name}_mean_hyp_words"] = mean_words(hypotheses)
+            result[f"{prefix}{name}_test_bleu"] = bleu(hypotheses, test_reference)
+    result.update(seconds, decode_rounds=args.rounds, large_rounds=args.large_rounds)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kit-dir", type=Path, default=Path("/tmp/attnmt-bench-joeynmt"))
@@ -306,9 +373,24 @@ def main() -> None:
         help="attnmt's decoding weights (attnmt-translate dtype=); bfloat16 needs a CPU with "
         "native bf16",
     )
+    parser.add_argument(
+        "--trained",
+        type=Path,
+        help="decode only: this attnmt checkpoint against JoeyNMT's model in --kit-model",
+    )
+    parser.add_argument(
+        "--kit-model",
+        type=Path,
+        help="JoeyNMT's model folder (default: the kit's one-epoch model, KIT_DIR/model)",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     overrides, test_source, test_reference = data_overrides(args.kit_dir / "data", args.work)
+    if args.trained:
+        if not args.trained.is_file():
+            raise SystemExit(f"--trained {args.trained}: no such checkpoint")
+        print(json.dumps(trained_report(args, test_source, test_reference)))
+        return
     run_dir = args.work / "run"
     train = [
         sys.executable,
@@ -349,18 +431,7 @@ def main() -> None:
         **peak_report(THREADS, achieved),
     )
     if args.large:
-        large = large_input(test_source.parent / "train.zh", args.work, args.large)
-        suffix = f"_{args.large // 1000}k" if args.large % 1000 == 0 else f"_{args.large}"
-        speeds, large_seconds = decode_speeds(
-            run_dir / "best.pt",
-            large,
-            args.kit_dir,
-            args.work,
-            args.large_rounds,
-            {5: "beam5"},
-            suffix,
-            args.dtype,
-        )
+        speeds, large_seconds = large_speeds(run_dir / "best.pt", test_source, args)
         result.update(speeds)
         seconds.update(large_seconds)
     for name in BEAMS.values():
