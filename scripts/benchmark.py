@@ -227,7 +227,7 @@ def joeynmt_decode(kit: Path, work: Path, beam: int, model: Path | None = None) 
     if not (python.is_file() and config.is_file() and (model / "best.ckpt").is_file()):
         return None
     text = re.sub(r"beam_size: .*", f"beam_size: {beam}", config.read_text(encoding="utf-8"))
-    text = re.sub(r"model_dir: .*", f'model_dir: "{model}"', text)
+    text = re.sub(r"model_dir: .*", lambda _: f'model_dir: "{model}"', text)
     copy = work / f"joeynmt.beam{beam}.yaml"
     copy.write_text(text, encoding="utf-8")
     return [str(python), "-m", "joeynmt", "translate", str(copy)]
@@ -381,11 +381,13 @@ def main() -> None:
     parser.add_argument(
         "--kit-model",
         type=Path,
-        help="JoeyNMT's model folder (default: the kit's one-epoch model, KIT_DIR/model)",
+        help="with --trained: JoeyNMT's trained model folder (e.g. KIT_DIR/quality-20/model)",
     )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     overrides, test_source, test_reference = data_overrides(args.kit_dir / "data", args.work)
+    if (args.trained is None) != (args.kit_model is None):
+        raise SystemExit("--trained and --kit-model go together: the two trained models")
     if args.trained:
         if not args.trained.is_file():
             raise SystemExit(f"--trained {args.trained}: no such checkpoint")

@@ -3,7 +3,8 @@
 At every step each member scores the next word given its own decoder state, and the ensemble
 ranks words by the members' mean log-probability (their normalised geometric mean). The
 search (`attnmt.infer.search`) sees an object shaped like one `Seq2Seq`: `encode`, and a `decoder`
-whose `step` returns scores, attention weights (the members' mean) and the next state. The
+whose `step_features` returns scores, attention weights (the members' mean) and the next state,
+and whose `logits` is the identity (each member applies its own output layer). The
 members must share the tokenizers, since they read the same source ids and write the same
 target ids.
 """
@@ -51,12 +52,13 @@ class EnsembleDecoder(nn.Module):
     def step_features(
         self, previous: Tensor, state: EnsembleState
     ) -> tuple[Tensor, Tensor, EnsembleState]:
-        """`step`, as search asks a model's decoder: an ensemble's features are its mean
-        log-probabilities, which `logits` passes on as they are."""
+        """`step`, as search asks a model's decoder for its features: for an ensemble, the mean
+        log-probabilities, since each member applies its own output layer in `step`."""
         return self.step(previous, state)
 
     def logits(self, mean_log_probs: Tensor) -> Tensor:
-        """The mean log-probabilities (..., V) as they are: search normalises them like logits."""
+        """The ensemble's output layer, the identity: the mean log-probabilities (..., V) as
+        they are, which search normalises like logits."""
         return mean_log_probs
 
 

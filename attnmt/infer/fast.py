@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.ao.nn.quantized import dynamic as quantized_dynamic
 
 Hypothesis = TypeVar("Hypothesis", bound=Any)  # attnmt.infer.search.Hypothesis
 
@@ -55,23 +56,39 @@ def pick_log_probs(
     inputs: Tensor,
     pick: Callable[[Tensor], tuple[Tensor, ...]],
     to_logits: Callable[[Tensor], Tensor] | None = None,
-    rows: int = LOG_PROB_ROWS,
+    rows: int | None = LOG_PROB_ROWS,
 ) -> tuple[Tensor, ...]:
     """`pick(to_logits(inputs).float().log_softmax(-1))` for inputs (n, *) and a `pick` that
-    reduces each row on its own to tensors of n rows (a max, a top-k), a block of `rows` rows
-    at a time; `to_logits` is the output layer (None: the inputs are the logits). The same
-    values, and faster on CPU: a whole step's logits, their fp32 copy and log-probabilities
-    (rows x vocabulary, tens of MB each) would each pass through memory, where a block's stay
-    in the cache (docs/benchmarks.md has the measurement)."""
+    reduces each row on its own to tensors of n rows (a max, a top-k), in blocks of at most
+    `rows` rows and of even size (None: all at once); `to_logits` is the output layer (None:
+    the inputs are the logits). Faster on CPU: a whole step's logits, their fp32 copy and
+    log-probabilities (rows x vocabulary, tens of MB each) would each pass through memory,
+    where a block's stay in the cache (docs/benchmarks.md has the measurement).
+
+    The values are those of the whole step up to the product's rounding: a product's kernel,
+    and so its last bits, may depend on how many rows it has (MKL's fp32 one does for a few
+    rows, hence blocks of even size, never a small last one), and an int8 layer's scale on
+    all of them (`block_rows` keeps such a layer whole)."""
 
     def picked(block: Tensor) -> tuple[Tensor, ...]:
         logits = block if to_logits is None else to_logits(block)
         return pick(logits.float().log_softmax(-1))
 
-    if len(inputs) <= rows:
+    if rows is None or len(inputs) <= rows:
         return picked(inputs)
-    parts = [picked(block) for block in inputs.split(rows)]
+    parts = [picked(block) for block in inputs.tensor_split(-(-len(inputs) // rows))]
     return tuple(torch.cat(column) for column in zip(*parts, strict=True))
+
+
+def block_rows(decoder: nn.Module, device: torch.device) -> int | None:
+    """`pick_log_probs`'s rows per block for the steps of `decoder` on `device`: LOG_PROB_ROWS
+    on CPU, whose cache the blocks are for; None (the whole step at once) elsewhere, and where
+    the output layer is int8 (`quantize=int8`), which scales its input by the range of all the
+    rows of a call, so that blocks would change the logits."""
+    output = getattr(decoder, "output", None)  # an ensemble's members make their own logits
+    if device.type != "cpu" or isinstance(output, quantized_dynamic.Linear):
+        return None
+    return LOG_PROB_ROWS
 
 
 def copy_hypothesis(hypothesis: Hypothesis) -> Hypothesis:

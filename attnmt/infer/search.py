@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from attnmt.infer.ensemble import Ensemble, EnsembleState
-from attnmt.infer.fast import pick_log_probs, row_top_k
+from attnmt.infer.fast import block_rows, pick_log_probs, row_top_k
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.model.state import DecoderState
 from attnmt.vocab import BOS_ID, EOS_ID
@@ -52,10 +52,12 @@ def greedy(
     ended = [False] * batch
     attention: list[list[Tensor]] = [[] for _ in range(batch)]
     limits = limits.to(source.device)
+    rows = block_rows(model.decoder, source.device)
     for t in range(int(limits.max())):
         features, weights, state = model.decoder.step_features(previous, state)
-        # (B',) each, fp32 as in beams
-        log_probs, words = pick_log_probs(features, lambda lp: lp.max(-1), model.decoder.logits)
+        log_probs, words = pick_log_probs(  # (B',) each, fp32 as in beams
+            features, lambda lp: lp.max(-1), model.decoder.logits, rows
+        )
         for row, (index, word, log_prob) in enumerate(
             zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
         ):
@@ -84,18 +86,20 @@ def best_extensions(
     scores: Tensor,
     count: int,
     to_logits: Callable[[Tensor], Tensor] | None = None,
+    rows: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The `count` best one-word extensions of each sentence's beams, best first.
 
     inputs (n * W, *) of the next word for W beams of n sentences: the logits (n * W, V), or
-    what `to_logits` (the output layer) makes the logits of; scores (n, W) the beams' log P. An
-    extension scores log P(beam) + log P(word | beam). The best `count` of the W x V are among
-    each beam's own best `count` words, so rank those per beam, then across the beams.
+    what `to_logits` (the output layer) makes the logits of, `rows` at a time
+    (`pick_log_probs`); scores (n, W) the beams' log P. An extension scores log P(beam) +
+    log P(word | beam). The best `count` of the W x V are among each beam's own best `count`
+    words, so rank those per beam, then across the beams.
     Returns their scores, the beam each extends (origin) and the word, each (n, count).
     """
     n, width = scores.shape
     # each row's `count` best words and their log P (n * W, count)
-    log_probs, beam_words = pick_log_probs(inputs, lambda lp: row_top_k(lp, count), to_logits)
+    log_probs, beam_words = pick_log_probs(inputs, lambda lp: row_top_k(lp, count), to_logits, rows)
     candidates = (scores.view(n * width, 1) + log_probs).view(n, width * count)
     top_scores, top_ids = candidates.topk(count, dim=-1)
     return top_scores, top_ids // count, beam_words.view(n, -1).gather(1, top_ids)
@@ -166,12 +170,16 @@ def extend(
     at_limit: Tensor,
     k: int,
     keep_attention: bool,
+    rows_per_block: int | None = None,
 ) -> Extensions:
-    """Rank every beam's one-word extensions, the logits `to_logits(features)`; those with EOS,
-    or at the limit, end. `weights` (n * W, S), this step's attention, is kept with them when
-    `keep_attention`, and added to their coverage when the beams keep that."""
+    """Rank every beam's one-word extensions, the logits `to_logits(features)`
+    (`rows_per_block` at a time, `pick_log_probs`); those with EOS, or at the limit, end.
+    `weights` (n * W, S), this step's attention, is kept with them when `keep_attention`, and
+    added to their coverage when the beams keep that."""
     n, width = beams.scores.shape
-    scores, origin, words = best_extensions(features, beams.scores, 2 * k, to_logits)
+    scores, origin, words = best_extensions(
+        features, beams.scores, 2 * k, to_logits, rows_per_block
+    )
     rows = torch.arange(n, device=words.device).unsqueeze(1) * width + origin
     ends = (words == EOS_ID) | at_limit.unsqueeze(1)
     attention = coverage = None
@@ -275,10 +283,20 @@ def beam_search(
     found: list[list[Hypothesis]] = [[] for _ in range(batch)]
     bar = torch.full((batch,), float("-inf"), device=device)  # each n-th best finished score
     first_k = torch.arange(2 * k, device=device) < k
+    rows_per_block = block_rows(model.decoder, device)
     for t in range(int(limits.max())):
         features, weights, state = model.decoder.step_features(previous, beams.state)
         at_limit = limits[beams.sentences] <= t + 1  # (n,)
-        ext = extend(beams, features, model.decoder.logits, weights, at_limit, k, keep_attention)
+        ext = extend(
+            beams,
+            features,
+            model.decoder.logits,
+            weights,
+            at_limit,
+            k,
+            keep_attention,
+            rows_per_block,
+        )
         final = ext.ends & first_k  # the extensions that finish now
         finish(found, beams, ext, final, alpha, beta, source_mask)
         beams, rows = carry(replace(beams, state=state), ext, k)

@@ -2,7 +2,8 @@
 
 Both read the keys (encoder states projected to the decoder width, see `seq2seq.py`) and run one
 RNN step per target word. `forward` is teacher-forced over the whole target; `step` is the
-one-step API that search uses, with a `DecoderState` (`state.py`) it can reorder and grow.
+one-step API, with a `DecoderState` (`state.py`) that search can reorder and grow; search calls
+`step_features` and applies `logits` itself.
 
 Shapes: B batch, S source length, T target length, E embedding width, H decoder hidden width
 (= key width), L decoder layers, V target vocabulary.

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from attnmt.infer.fast import pick_log_probs, row_top_k
+from attnmt.infer.fast import LOG_PROB_ROWS, block_rows, pick_log_probs, row_top_k
 from attnmt.infer.search import beam_search, best_extensions, greedy, max_lengths
+from attnmt.runtime import quantize
 from attnmt.vocab import EOS_ID
 from tests.model.test_seq2seq import batch, tiny_model
 
@@ -97,20 +98,32 @@ def test_row_top_k_in_blocks_equals_topk(width):
     assert torch.equal(top, expected) and torch.equal(at, expected_at)
 
 
-@pytest.mark.parametrize("rows", [7, 16, 64])
-def test_log_probs_picked_in_blocks_of_rows_equal_the_whole_step(rows):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [7, 64, 512])
+def test_log_probs_picked_in_blocks_of_rows_equal_the_whole_step(rows, dtype):
     torch.manual_seed(rows)
-    output = torch.nn.Linear(8, 300).to(torch.bfloat16)
-    features = torch.randn(37, 8).to(torch.bfloat16)  # 37 rows: a last, partial block
+    output = torch.nn.Linear(256, 300).to(dtype)
+    features = torch.randn(513, 256).to(dtype)  # not a multiple of any block size
     with torch.no_grad():
         logits = output(features)
         whole = logits.float().log_softmax(-1)
         for pick in (lambda lp: lp.max(-1), lambda lp: row_top_k(lp, 5)):
-            for got in (
-                pick_log_probs(logits, pick, rows=rows),
-                pick_log_probs(features, pick, output, rows=rows),
-            ):
-                assert all(torch.equal(a, b) for a, b in zip(got, pick(whole), strict=True))
+            expected_values, expected_ids = pick(whole)
+            values, ids = pick_log_probs(logits, pick, rows=rows)  # the logits in blocks
+            assert torch.equal(values, expected_values) and torch.equal(ids, expected_ids)
+            values, ids = pick_log_probs(features, pick, output, rows=rows)  # the product too:
+            # its last bits may depend on how many rows it has (pick_log_probs)
+            torch.testing.assert_close(values, expected_values, rtol=0, atol=1e-5)
+            assert torch.equal(ids, expected_ids)
+
+
+def test_an_int8_output_layer_and_other_devices_take_the_whole_step_at_once():
+    model, _, _ = _model_and_source(0)
+    cpu = torch.device("cpu")
+    assert block_rows(model.decoder, cpu) == LOG_PROB_ROWS
+    assert block_rows(model.decoder, torch.device("cuda")) is None
+    # int8 scales each call's input by all its rows: blocks would change the logits
+    assert block_rows(quantize(model, "int8", cpu).decoder, cpu) is None
 
 
 def test_scores_with_a_length_penalty_are_log_p_over_the_penalty():
