@@ -384,13 +384,13 @@ def main() -> None:
         help="with --trained: JoeyNMT's trained model folder (e.g. KIT_DIR/quality-20/model)",
     )
     args = parser.parse_args()
+    if (args.trained is None) != (args.kit_model is None):
+        parser.error("--trained and --kit-model go together: the two trained models")
+    if args.trained and not args.trained.is_file():
+        parser.error(f"--trained {args.trained}: no such checkpoint")
     args.work.mkdir(parents=True, exist_ok=True)
     overrides, test_source, test_reference = data_overrides(args.kit_dir / "data", args.work)
-    if (args.trained is None) != (args.kit_model is None):
-        raise SystemExit("--trained and --kit-model go together: the two trained models")
     if args.trained:
-        if not args.trained.is_file():
-            raise SystemExit(f"--trained {args.trained}: no such checkpoint")
         print(json.dumps(trained_report(args, test_source, test_reference)))
         return
     run_dir = args.work / "run"
