@@ -72,7 +72,7 @@ def set_threads(threads: int | None) -> None:
 
 # Entries kept by oneDNN's primitive cache (its default 1,024) and by ideep's, the layer between
 # torch and oneDNN (LRU_CACHE_CAPACITY, default 1,024); see `limit_onednn_cache`.
-ONEDNN_CACHE_ENTRIES = 64
+ONEDNN_CACHE_ENTRIES = 256
 IDEEP_CACHE_ENTRIES = 16
 
 
@@ -83,10 +83,11 @@ def limit_onednn_cache(
 
     Those products run on oneDNN, through ideep: oneDNN caches each shape's compiled primitive
     (up to `entries`), and ideep keeps its own cache of each shape's primitive with its working
-    buffers (up to `ideep`; about 0.4 MB an entry for this model's products). A training
-    epoch's batches give over a thousand shapes (the packed encoder's step batches, the
-    sentences and target tokens of each batch), so with both at their default of 1,024 bf16
-    training held 0.4-0.6 GB more memory, and ran no faster (docs/benchmarks.md). Both read
+    buffers (up to `ideep`; about 0.4 MB an entry for this model's products). Training runs
+    its products in rows of a few fixed sizes (`attnmt.model.blocks`): about 200 shapes in
+    all, which oneDNN's cache keeps so that each is compiled once per run, while ideep's
+    default of 1,024 entries held 0.4-0.6 GB more memory and ran no faster
+    (docs/benchmarks.md). Both read
     their limit when first used, so this must come before the first bf16 product; a limit
     already set in the environment (ONEDNN_PRIMITIVE_CACHE_CAPACITY, LRU_CACHE_CAPACITY) is
     kept. ideep needs at least 1."""

@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from attnmt import options
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
+from attnmt.model.blocks import apply_linear
 
 
 def attend(
@@ -206,7 +207,7 @@ class AdditiveAttention(Attention):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def prepare_keys(self, keys: Tensor) -> Tensor:
-        return self.W(keys)  # W h: (B, S, A)
+        return apply_linear(self.W, keys)  # W h: (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         energy = torch.tanh(keys.unsqueeze(1) + self.U(query).unsqueeze(2))  # (B, G, S, A)

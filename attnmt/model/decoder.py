@@ -17,9 +17,11 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
-from attnmt.model.attention import Attention
+from attnmt.model.attention import AdditiveAttention, Attention
+from attnmt.model.blocks import apply_linear
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
 from attnmt.model.fast import Dropout, attend_copies
+from attnmt.model.fused import bahdanau_gru_loop
 from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
 
@@ -56,7 +58,7 @@ class Bridge(nn.Module):
             if self.init == "mean":
                 real = mask.unsqueeze(-1).to(states.dtype)  # (B, S, 1)
                 source = (states * real).sum(1) / real.sum(1)  # (B, D)
-            start = torch.tanh(self.W(source))
+            start = torch.tanh(apply_linear(self.W, source))
         parts = start.view(batch, self.parts, self.num_layers, self.hidden_size).permute(1, 2, 0, 3)
         return parts[0].contiguous(), parts[1].contiguous() if self.parts == 2 else None
 
@@ -240,7 +242,40 @@ class BahdanauDecoder(AttentionDecoder):
         return torch.cat([state.hidden[-1], context, embedded], -1), weights, state
 
     def features(self, parts: Tensor) -> Tensor:
-        return torch.tanh(self.W_o(parts))  # parts: [q_t; context_t; embedding(y_{t-1})]
+        # parts: [q_t; context_t; embedding(y_{t-1})]
+        return torch.tanh(apply_linear(self.W_o, parts))
+
+    def forward(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
+        """Teacher forcing, as `AttentionDecoder.forward`; on CPU, a one-layer GRU with the
+        plain additive scorer (the default model) runs the loop as `fused.bahdanau_gru_loop`,
+        the same formulas with the backward pass written out."""
+        if not self.runs_fused(state):
+            return super().forward(previous, state)
+        embedded = self.dropout(self.embedding(previous))  # (B, T, E)
+        rnn, scorer = self.rnn, self.attention
+        queries, contexts, weights = bahdanau_gru_loop(
+            embedded,
+            state.hidden[0],
+            state.keys,
+            state.prepared_keys,
+            state.mask,
+            (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0),
+            (scorer.U.weight, scorer.v.weight),
+        )  # q_t (B, T, H), context_t (B, T, H), a (B, T, S)
+        return self.features(torch.cat([queries, contexts, embedded], -1)), weights
+
+    def runs_fused(self, state: DecoderState) -> bool:
+        """Whether teacher forcing takes `fused.bahdanau_gru_loop` (see `forward`)."""
+        rnn = self.rnn
+        return (
+            state.keys.device.type == "cpu"
+            and type(self.attention) is AdditiveAttention
+            and self.attention.window is None
+            and type(rnn) is nn.GRU
+            and rnn.num_layers == 1
+            and rnn.bias
+            and state.copies is None
+        )
 
 
 class LuongDecoder(AttentionDecoder):
@@ -296,7 +331,7 @@ class LuongDecoder(AttentionDecoder):
             queries.reshape(batch * steps, width), state.keys, state.mask, state.prepared_keys
         )  # (B*T, H), (B*T, S)
         context = context.view(batch, steps, -1)
-        attentional = torch.tanh(self.W_c(torch.cat([context, queries], -1)))  # (B, T, H)
+        attentional = torch.tanh(apply_linear(self.W_c, torch.cat([context, queries], -1)))
         return attentional, weights.view(batch, steps, -1)
 
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:

@@ -9,6 +9,8 @@ plain code beside it in the textbook would; docs/benchmarks.md has what each sav
   direction of each layer as its own call, the reverse one over each sentence reversed within
   its length. torch's CPU RNN then makes every step's input product in one product before its
   loop, which it cannot do for packed sequences; padding still never reaches a real position.
+  Training under bf16 autocast runs a GRU's directions as `fused.gru_layer` (its backward
+  written out, its products in blocks of rows); in fp32, torch's GRU is as fast.
 - `copies_of` and `attend_copies`: in beam search, hypotheses that extend one hypothesis by
   several words are copies of its state until their next RNN step. Where the query is that
   state (Bahdanau's q_{t-1}), they attend once per distinct hypothesis and share the result.
@@ -24,6 +26,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
+
+from attnmt.model.blocks import autocast_blocked
+from attnmt.model.fused import gru_layer
 
 
 class Dropout(nn.Dropout):
@@ -107,7 +112,10 @@ def padded_rnn(
             read = layer_input
             if direction:  # each sentence reversed within its length
                 read = read.gather(1, flip.unsqueeze(-1).expand(-1, -1, read.size(-1)))
-            out, _ = functional_call(one_way(read.size(-1)), weights, (read,))
+            if isinstance(rnn, nn.GRU) and torch.is_grad_enabled() and autocast_blocked(read):
+                out = gru_layer(read, tuple(weights[f"{name}_l0"] for name in RNN_WEIGHTS))
+            else:
+                out, _ = functional_call(one_way(read.size(-1)), weights, (read,))
             finals.append(out[rows, last])  # after the sentence's last real position
             states.append(out.gather(1, flip.unsqueeze(-1).expand_as(out)) if direction else out)
         layer_input = torch.cat(states, -1) * real

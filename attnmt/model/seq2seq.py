@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from attnmt import options
 from attnmt.config import checked, in_range
 from attnmt.errors import ConfigError
+from attnmt.model.blocks import apply_linear
 from attnmt.model.decoder import AttentionDecoder
 from attnmt.model.encoder import MAX_WIDTH, EncoderOutput, RNNEncoder
 from attnmt.model.state import DecoderState
@@ -38,7 +39,7 @@ class Seq2Seq(nn.Module):
     def encode(self, source: Tensor, source_lengths: Tensor) -> tuple[EncoderOutput, DecoderState]:
         """source (B, S) -> the encoder's output and the decoder's initial state."""
         encoder_output = self.encoder(source, source_lengths)
-        keys = self.key_projection(encoder_output.states)  # (B, S, H)
+        keys = apply_linear(self.key_projection, encoder_output.states)  # P h_i: (B, S, H)
         return encoder_output, self.decoder.init_state(encoder_output, keys)
 
     def forward(

@@ -9,20 +9,20 @@ its logits are at hand, so the backward pass has nothing of them to keep
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnmt.model.blocks import ROW_MULTIPLE, autocast_off, compute_type
+
 # Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
 # Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
 BLOCK_ROWS = 1024
-# The last block's rows are rounded up to a multiple of this with zero rows (no loss, no
-# gradient): oneDNN builds a kernel for each new shape of a product, about 20 ms for these
-# products on CPU, and the last block's row count would otherwise be new at nearly every step.
-ROW_MULTIPLE = 64
+# The last block's rows are rounded up to `blocks.ROW_MULTIPLE` with zero rows (no loss, no
+# gradient): oneDNN compiles a kernel for each new shape of a product (`attnmt.model.blocks`),
+# and the last block's row count would otherwise be new at nearly every step.
 
 
 def linear_cross_entropy(
@@ -40,7 +40,7 @@ def linear_cross_entropy(
         return _LinearCrossEntropy.apply(inputs, weight, bias, target, label_smoothing, rows)
     x, w, b = _compute_type(inputs, weight, bias)
     total = torch.zeros((), dtype=torch.float32, device=inputs.device)
-    with _autocast_off(inputs):
+    with autocast_off(inputs):
         for start, real, xs in _blocks(x, rows):
             logits = torch.addmm(b, xs, w.t())[:real].float()
             total += F.cross_entropy(
@@ -77,7 +77,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_x = torch.empty_like(x)
         grad_w = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
         grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
-        with _autocast_off(inputs):
+        with autocast_off(inputs):
             for start, real, xs in _blocks(x, rows):
                 ts = target[start : start + rows, None]
                 probs = torch.addmm(b, xs, w.t()).float().log_softmax(-1)
@@ -109,12 +109,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 def _compute_type(*tensors: Tensor) -> tuple[Tensor, ...]:
     """`tensors` in autocast's type where autocast is on for their device (else as they are)."""
-    kind = tensors[0].device.type
-    if not torch.is_autocast_enabled(kind):
+    if not torch.is_autocast_enabled(tensors[0].device.type):
         return tensors
-    dtype = torch.get_autocast_dtype(kind)
+    dtype = compute_type(tensors[0])
     return tuple(t.to(dtype) for t in tensors)
-
-
-def _autocast_off(like: Tensor) -> contextlib.AbstractContextManager:
-    return torch.autocast(like.device.type, enabled=False)

@@ -1,0 +1,157 @@
+"""Matrix products whose row count changes with every batch, run in rows of a few fixed sizes.
+
+A speed seam. On CPU, bf16 products run on oneDNN, which compiles a kernel for each new shape
+of a product (1 to 7 ms each on an AMX Xeon) and keeps the last few hundred. A training batch's
+products have as many rows as its sentences (B), positions (B x S, B x T) or target tokens, so
+nearly every product of every batch is a new shape: before this seam, compiling took more of a
+step than the products themselves (docs/benchmarks.md). Here the rows go in blocks of
+`BLOCK_ROWS`, the last one padded with zero rows to a multiple of `ROW_MULTIPLE`, so each
+product takes one of a few shapes and its kernel is compiled once per run. The zero rows add
+nothing to a result and are cut off.
+
+`apply_linear(layer, x)` runs an `nn.Linear` this way under bf16 autocast (forward and
+backward, `linear`); `mm` and `mm_at` are the products for code that forms its own gradients.
+Off the CPU, or in fp32 (whose products run on MKL, which compiles nothing per shape), they are
+the plain products.
+
+Shapes: M rows, K and N widths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+BLOCK_ROWS = 1024
+ROW_MULTIPLE = 128
+
+
+def blocked(x: Tensor) -> bool:
+    """Whether products of `x` run in blocks: bf16 or fp16 on the CPU."""
+    return x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16)
+
+
+def padded_rows(rows: int, dtype: torch.dtype, device: torch.device) -> int:
+    """`rows` rounded up to a multiple of ROW_MULTIPLE where products of `dtype` on `device`
+    run in blocks (`blocked`), else `rows`: the rows of a buffer whose products repeat at
+    every step, zero past `rows`."""
+    if device.type != "cpu" or dtype not in (torch.bfloat16, torch.float16):
+        return rows
+    return -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE
+
+
+def _blocks(rows: int) -> list[tuple[int, int]]:
+    """(start, size padded to ROW_MULTIPLE) of each block of `rows` rows."""
+    return [
+        (start, -(-min(BLOCK_ROWS, rows - start) // ROW_MULTIPLE) * ROW_MULTIPLE)
+        for start in range(0, rows, BLOCK_ROWS)
+    ]
+
+
+def _block(x: Tensor, start: int, size: int) -> Tensor:
+    """Rows start .. start + size of x (M, K), zero rows past its end."""
+    block = x[start : start + size]
+    return F.pad(block, (0, 0, 0, size - len(block))) if len(block) < size else block
+
+
+def mm(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
+    """a (M, K) @ b (K, N) (+ bias (N,)), in blocks of a's rows where `blocked(a)`."""
+    if not blocked(a):
+        return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+    out = a.new_empty(len(a), b.size(1))
+    for start, size in _blocks(len(a)):
+        block = _block(a, start, size)
+        product = torch.mm(block, b) if bias is None else torch.addmm(bias, block, b)
+        rows = min(size, len(a) - start)
+        out[start : start + rows] = product[:rows]
+    return out
+
+
+def mm_at(a: Tensor, b: Tensor) -> Tensor:
+    """a^T @ b for a (M, K), b (M, N): (K, N) in fp32, summed over blocks of the M rows where
+    `blocked(a)` (a weight's gradient: M the rows of a batch)."""
+    if not blocked(a):
+        return (a.t() @ b).float()
+    out = torch.zeros(a.size(1), b.size(1), dtype=torch.float32, device=a.device)
+    for start, size in _blocks(len(a)):
+        out += (_block(a, start, size).t() @ _block(b, start, size)).float()
+    return out
+
+
+def compute_type(like: Tensor) -> torch.dtype:
+    """Autocast's type where it is on for `like`'s device, else `like`'s own."""
+    kind = like.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else like.dtype
+
+
+def autocast_off(like: Tensor) -> contextlib.AbstractContextManager:
+    """No autocast on `like`'s device (for code that casts for itself)."""
+    return torch.autocast(like.device.type, enabled=False)
+
+
+def autocast_blocked(x: Tensor) -> bool:
+    """Whether products of `x` run in blocks under autocast: bf16 or fp16 autocast on the CPU
+    (training and validation; decoding with bf16 weights keeps its plain products)."""
+    return (
+        x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") in (torch.bfloat16, torch.float16)
+    )
+
+
+def apply_linear(layer: nn.Module, x: Tensor) -> Tensor:
+    """`layer(x)`, with an `nn.Linear`'s product in blocks of rows where `autocast_blocked(x)`
+    (`linear`); any other layer (an identity, an int8 one) is simply called."""
+    if type(layer) is nn.Linear and autocast_blocked(x):
+        return linear(x, layer.weight, layer.bias)
+    return layer(x)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """`F.linear(x, weight, bias)` for x (..., K), weight (N, K), in autocast's type with its
+    products (forward and backward) in blocks of rows where `autocast_blocked(x)`."""
+    if not autocast_blocked(x):
+        return F.linear(x, weight, bias)
+    dtype = torch.get_autocast_dtype("cpu")
+    if not torch.is_grad_enabled() or not any(
+        t is not None and t.requires_grad for t in (x, weight, bias)
+    ):
+        with autocast_off(x):
+            rows = x.reshape(-1, x.size(-1)).to(dtype)
+            out = mm(rows, weight.to(dtype).t(), None if bias is None else bias.to(dtype))
+        return out.view(*x.shape[:-1], -1)
+    return _Linear.apply(x, weight, bias, dtype)
+
+
+class _Linear(torch.autograd.Function):
+    """y = x W^T + b with every product in blocks of rows: forward, d x and d W."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, dtype):  # noqa: ANN001, ANN205
+        with autocast_off(x):
+            rows = x.reshape(-1, x.size(-1)).to(dtype)  # (M, K)
+            w = weight.to(dtype)
+            out = mm(rows, w.t(), None if bias is None else bias.to(dtype))
+        ctx.save_for_backward(rows, w)
+        ctx.shape, ctx.has_bias = x.shape, bias is not None
+        ctx.dtypes = x.dtype, weight.dtype, None if bias is None else bias.dtype
+        return out.view(*x.shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx, grad_out):  # noqa: ANN001, ANN205
+        rows, w = ctx.saved_tensors
+        with autocast_off(rows):
+            grad = grad_out.reshape(-1, grad_out.size(-1)).to(w.dtype)  # (M, N)
+            grad_x = mm(grad, w).view(ctx.shape) if ctx.needs_input_grad[0] else None
+            grad_w = mm_at(grad, rows) if ctx.needs_input_grad[1] else None
+            grad_b = grad.sum(0, dtype=torch.float32) if ctx.has_bias else None
+        x_type, w_type, b_type = ctx.dtypes
+        return (
+            None if grad_x is None else grad_x.to(x_type),
+            None if grad_w is None else grad_w.to(w_type),
+            None if grad_b is None else grad_b.to(b_type),
+            None,
+        )

@@ -1,0 +1,318 @@
+"""The GRU loops of the default model with their backward passes written out: a speed seam.
+
+On CPU, `BahdanauDecoder` with a one-layer GRU and the plain additive scorer (the default model)
+runs its teacher-forced loop as `bahdanau_gru_loop`, and the encoder runs each GRU direction
+as `gru_layer`. They compute what the step loops compute:
+
+    context_t = attend(q_{t-1}, H)      s_i = v^T tanh(W h_i + U q_{t-1}), masked softmax
+    q_t = GRU([embedding(y_{t-1}); context_t], q_{t-1})
+        r, z = sigmoid(gi_rz + gh_rz)    n = tanh(gi_n + r gh_n)    q_t = (1 - z) n + z q_{t-1}
+        gi = x W_ih^T + b_ih, gh = q_{t-1} W_hh^T + b_hh          (`_gru_step`)
+
+but each as one autograd node whose backward runs through time by hand. What that saves,
+against autograd over the step loop (docs/benchmarks.md has the figures):
+
+- the input's share of the GRU's products (the embedding's, in the decoder) is one product over
+  all steps before the loop, and every weight's gradient one product over all steps after the
+  backward loop, not a small product and a sum at every step;
+- the weights are cast to the compute type once per call, not once per use at every step, and
+  each step is the formulas' few operations, not autograd's bookkeeping around each;
+- a step's products take the batch's rows padded with zero rows to a multiple of
+  `blocks.ROW_MULTIPLE` (their copies in the compute type kept in buffers of that many rows),
+  so oneDNN compiles their kernels once per run, not once per batch (`blocks`).
+
+The products run in the compute type (bf16 under bf16 autocast, as autocast runs the step
+loops'); the element-wise work (the scorer's tanh over B x S x A at every step, the gates) and
+the state run in fp32, which on CPU is faster than bf16 element-wise work and no less exact.
+The gradients come back in their inputs' types. `tests/model/test_fused.py` checks both
+against the step loops in fp32.
+
+Shapes: B batch, P the rows of the products (B, padded), T steps (target or source length),
+S source length, E input width (0 when the decoder leaves the previous word out of the RNN
+input), H hidden width (= key width), A attention width.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnmt.model import blocks
+
+
+def bahdanau_gru_loop(
+    embedded: Tensor,
+    start: Tensor,
+    keys: Tensor,
+    prepared_keys: Tensor,
+    mask: Tensor,
+    gru: tuple[Tensor, Tensor, Tensor, Tensor],
+    scorer: tuple[Tensor, Tensor],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The step loop's q_t (B, T, H), context_t (B, T, H) and attention weights (B, T, S), for
+    embedded previous words (B, T, E), q_0 `start` (B, H), keys (B, S, H), the additive
+    scorer's W h (B, S, A) and the mask (B, S). `gru`: its weight_ih (3H, E + H), weight_hh
+    (3H, H), bias_ih and bias_hh (3H,), where weight_ih has no E columns if the RNN reads the
+    context alone; `scorer`: U (A, H) and v (1, A)."""
+    weights = (*gru, *scorer)
+    keep = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (embedded, start, keys, prepared_keys, *weights)
+    )
+    return _BahdanauGRULoop.apply(embedded, start, keys, prepared_keys, mask, keep, *weights)
+
+
+def gru_layer(inputs: Tensor, gru: tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+    """What a one-layer, one-way GRU from a zero state computes over `inputs` (B, T, I): the
+    state after each position (B, T, H). `gru`: weight_ih (3H, I), weight_hh (3H, H), bias_ih
+    and bias_hh (3H,)."""
+    keep = torch.is_grad_enabled() and any(t.requires_grad for t in (inputs, *gru))
+    return _GRULayer.apply(inputs, keep, *gru)
+
+
+def _gru_step(
+    gi: Tensor, gh: Tensor, query: Tensor, kept: tuple[Tensor, Tensor, Tensor], out: Tensor
+) -> None:
+    """One GRU step from its two products gi and gh (B, 3H) and the state q_{t-1} (B, H): q_t
+    into `out`, and into `kept` = (r z (B, 2H), n (B, H), gh_n (B, H)) what its backward reads.
+    """
+    gates_rz, gates_n, hidden_n = kept
+    hidden = query.size(1)
+    torch.sigmoid(gi[:, : 2 * hidden] + gh[:, : 2 * hidden], out=gates_rz)  # r z
+    r, z = gates_rz.chunk(2, 1)
+    hidden_n.copy_(gh[:, 2 * hidden :])
+    torch.tanh(torch.addcmul(gi[:, 2 * hidden :], r, hidden_n), out=gates_n)  # n
+    torch.addcmul(gates_n, z, query - gates_n, out=out)  # n + z (q_{t-1} - n)
+
+
+def _gru_step_backward(
+    grad_q: Tensor, query: Tensor, kept: tuple[Tensor, Tensor, Tensor]
+) -> tuple[Tensor, Tensor, Tensor]:
+    """`_gru_step` backward, for d q_t (B, H): d gi and d gh (B, 3H), and the part of
+    d q_{t-1} that skips the products, z d q_t (the rest is d gh W_hh)."""
+    gates_rz, gates_n, hidden_n = kept
+    r, z = gates_rz.chunk(2, 1)
+    grad_n = grad_q * (1 - z) * (1 - gates_n * gates_n)  # d (gi_n + r gh_n)
+    grad_rz = torch.cat([grad_n * hidden_n, grad_q * (query - gates_n)], 1)
+    grad_rz.mul_(gates_rz * (1 - gates_rz))  # d (gi + gh) of r and z: (B, 2H)
+    grad_gi = torch.cat([grad_rz, grad_n], 1)
+    grad_gh = torch.cat([grad_rz, grad_n * r], 1)
+    return grad_gi, grad_gh, grad_q * z
+
+
+def _gru_buffers(steps: int, batch: int, hidden: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Each step's r z (T, B, 2H), n and gh_n (T, B, H), in fp32: what `_gru_step` keeps."""
+    return (
+        torch.empty(steps, batch, 2 * hidden),
+        torch.empty(steps, batch, hidden),
+        torch.empty(steps, batch, hidden),
+    )
+
+
+def _rows_in(x: Tensor, rows: int, dtype: torch.dtype) -> Tensor:
+    """x (T, B, D) as (T, P, D) in `dtype`, zero in the rows past B."""
+    padded = x.new_zeros(x.size(0), rows, x.size(2), dtype=dtype)
+    padded[:, : x.size(1)] = x
+    return padded
+
+
+class _BahdanauGRULoop(torch.autograd.Function):
+    """Forward: the loop, keeping what the backward reads (time-major, one tensor each).
+    Backward: the loop reversed, each step's gradients by the chain rule; the weights'
+    gradients afterwards, one product each over all steps. Names: q the GRU state, a the
+    attention weights, e = tanh(W h + U q); `*_in` the products' inputs (P rows, compute type).
+    """
+
+    @staticmethod
+    def forward(ctx, embedded, start, keys, prepared, mask, keep, W_ih, W_hh, b_ih, b_hh, U, v):  # noqa: ANN001, ANN205, N803
+        inputs = (embedded, start, keys, prepared, W_ih, W_hh, b_ih, b_hh, U, v)
+        ctx.dtypes = [t.dtype for t in inputs]
+        dt = blocks.compute_type(keys)
+        with blocks.autocast_off(keys):
+            batch, steps = embedded.shape[:2]
+            hidden, attn = W_hh.size(1), U.size(0)
+            rows = blocks.padded_rows(batch, dt, keys.device)
+            fed = W_ih.size(1) - hidden  # E: the embedding's columns of W_ih come first
+            W_x, W_c = W_ih[:, :fed].to(dt), W_ih[:, fed:].to(dt)  # (3H, E), (3H, H)
+            W_q = torch.cat([U, W_hh]).to(dt)  # U q and q W_hh^T in one product
+            b_q = torch.cat([b_hh.new_zeros(attn), b_hh]).to(dt)  # U q has no bias
+            v = v.float().t()  # (A, 1)
+            keys, prepared = keys.float(), prepared.float()
+            # The embedding's share of every step's input product, all steps at once: (T, P, 3H)
+            x_in = None
+            if fed:
+                x_in = _rows_in(embedded.transpose(0, 1), rows, dt)  # (T, P, E)
+                gates_x = blocks.mm(x_in.view(steps * rows, fed), W_x.t(), b_ih.to(dt))
+                gates_x = gates_x.view(steps, rows, -1)
+            else:  # the RNN reads the context alone
+                gates_x = b_ih.to(dt).expand(steps, rows, -1)
+            padding = ~mask  # (B, S)
+            queries = keys.new_empty(steps + 1, batch, hidden)  # q_0 .. q_T
+            queries[0] = start
+            query_in = keys.new_zeros(steps + 1, rows, hidden, dtype=dt)
+            query_in[0, :batch] = start
+            contexts = keys.new_empty(steps, batch, hidden)
+            context_in = keys.new_zeros(steps, rows, hidden, dtype=dt)
+            attention = keys.new_empty(steps, batch, keys.size(1))
+            # each step's e (in the compute type: the largest of these), for the backward
+            energies = prepared.new_empty(steps, *prepared.shape, dtype=dt) if keep else None
+            energy = torch.empty_like(prepared)  # this step's e: (B, S, A)
+            kept = _gru_buffers(steps, batch, hidden)
+            for t in range(steps):
+                projected = torch.addmm(b_q, query_in[t], W_q.t())[:batch]  # [U q; gh]: (B, A+3H)
+                torch.add(prepared, projected[:, :attn].unsqueeze(1), out=energy)  # W h + U q
+                energy.tanh_()
+                scores = (energy @ v).squeeze(-1)  # s_i = v^T e_i: (B, S)
+                if keep:
+                    energies[t] = energy
+                attention[t] = scores.masked_fill_(padding, float("-inf")).softmax(-1)  # a
+                torch.bmm(attention[t].unsqueeze(1), keys, out=contexts[t].unsqueeze(1))
+                context_in[t, :batch] = contexts[t]
+                gi = torch.addmm(gates_x[t], context_in[t], W_c.t())[:batch].float()
+                gh = projected[:, attn:].float()
+                _gru_step(gi, gh, queries[t], [k[t] for k in kept], queries[t + 1])
+                query_in[t + 1, :batch] = queries[t + 1]
+        if keep:
+            ctx.save_for_backward(
+                x_in, keys, W_x, W_c, W_q, v, queries, query_in, contexts, context_in,
+                attention, energies, *kept,
+            )  # fmt: skip
+        outputs = (queries[1:], contexts, attention)
+        return tuple(o.transpose(0, 1).to(dt) for o in outputs)
+
+    @staticmethod
+    def backward(ctx, grad_queries, grad_contexts, grad_attention):  # noqa: ANN001, ANN205
+        (x_in, keys, W_x, W_c, W_q, v, queries, query_in, contexts, context_in, attention,
+         energies, *kept) = ctx.saved_tensors  # fmt: skip
+        steps, batch, hidden = contexts.shape
+        rows, attn = query_in.size(1), W_q.size(0) - 3 * hidden
+        with blocks.autocast_off(keys):
+            grad_queries = _time_major(grad_queries, contexts)
+            grad_contexts = _time_major(grad_contexts, contexts)
+            grad_attention = _time_major(grad_attention, attention)
+            # each step's d gi and [d (U q); d gh], the products' inputs: (T, P, *)
+            grad_gi = torch.zeros(steps, rows, 3 * hidden, dtype=W_q.dtype)
+            grad_projected = torch.zeros(steps, rows, attn + 3 * hidden, dtype=W_q.dtype)
+            grad_context = torch.empty_like(contexts)  # d context_t, all of it
+            grad_scores = torch.empty_like(attention)  # d s_t
+            grad_v = torch.zeros_like(v.t())  # (1, A)
+            v_row = v[:, 0]  # (A,)
+            keys_t = keys.transpose(1, 2).contiguous()  # (B, H, S)
+            energy = torch.empty(energies.shape[1:])  # this step's e, then d s e^2: (B, S, A)
+            grad_energies = torch.zeros_like(energy)  # the sum over steps of d s e^2
+            grad_q = torch.zeros_like(contexts[0])  # d loss / d q_t from the steps after t
+            for t in reversed(range(steps)):
+                grad_q = grad_q + grad_queries[t]
+                step_kept = [k[t] for k in kept]
+                gi, gh, grad_direct = _gru_step_backward(grad_q, queries[t], step_kept)
+                grad_gi[t, :batch] = gi
+                grad_projected[t, :batch, attn:] = gh
+                # the context feeds the GRU, and the caller's features
+                into_context = (grad_gi[t] @ W_c)[:batch]
+                torch.add(grad_contexts[t], into_context, out=grad_context[t])
+                # context = sum_i a_i h_i: d a_i = h_i . d context; d s = a (d a - a . d a)
+                a = attention[t]
+                grad_a = torch.bmm(grad_context[t].unsqueeze(1), keys_t).squeeze(1)  # (B, S)
+                grad_a += grad_attention[t]
+                grad_s = grad_scores[t]
+                torch.mul(a, grad_a - (a * grad_a).sum(-1, keepdim=True), out=grad_s)
+                # s = v^T e: d v += d s e; d (W h + U q) = v (1 - e^2) d s
+                energy.copy_(energies[t])
+                grad_v += grad_s.view(1, -1) @ energy.view(-1, energy.size(-1))
+                energy.square_().mul_(grad_s.unsqueeze(-1))
+                grad_energies += energy
+                grad_uq = (grad_s.sum(1, keepdim=True) - energy.sum(1)) * v_row  # (B, A)
+                grad_projected[t, :batch, :attn] = grad_uq
+                grad_q = torch.add(grad_direct, (grad_projected[t] @ W_q)[:batch])
+            # the weights' gradients, one product each over all T x P rows
+            products = steps * rows
+            gi = grad_gi.view(products, -1)
+            grad_W_c = blocks.mm_at(gi, context_in.view(products, hidden))
+            grad_W_q = blocks.mm_at(
+                grad_projected.view(products, -1), query_in[:steps].flatten(0, 1)
+            )
+            grad_W_ih, grad_embedded = grad_W_c, None
+            if x_in is not None:
+                grad_W_ih = torch.cat([blocks.mm_at(gi, x_in.flatten(0, 1)), grad_W_c], 1)
+                grad_embedded = blocks.mm(gi, W_x).view(steps, rows, -1)[:, :batch].transpose(0, 1)
+            # every step's d (W h + U q) summed: d (W h); d H through the contexts: sum_t a_t d c_t
+            grad_prepared = (grad_scores.sum(0).unsqueeze(-1) - grad_energies) * v_row
+            grad_keys = torch.bmm(attention.permute(1, 2, 0), grad_context.transpose(0, 1))
+            grads = (
+                grad_embedded,
+                grad_q,
+                grad_keys,
+                grad_prepared,
+                grad_W_ih,
+                grad_W_q[attn:],
+                gi.sum(0).float(),
+                grad_projected.view(products, -1)[:, attn:].sum(0).float(),
+                grad_W_q[:attn],
+                grad_v,
+            )
+        out = [None if g is None else g.to(d) for g, d in zip(grads, ctx.dtypes, strict=True)]
+        return (*out[:4], None, None, *out[4:])
+
+
+class _GRULayer(torch.autograd.Function):
+    """`gru_layer`: forward keeps each step's gates; backward runs the steps in reverse. Names
+    as in `_BahdanauGRULoop`."""
+
+    @staticmethod
+    def forward(ctx, inputs, keep, W_ih, W_hh, b_ih, b_hh):  # noqa: ANN001, ANN205, N803
+        ctx.dtypes = [t.dtype for t in (inputs, W_ih, W_hh, b_ih, b_hh)]
+        dt = blocks.compute_type(inputs)
+        with blocks.autocast_off(inputs):
+            batch, steps, width = inputs.shape
+            hidden = W_hh.size(1)
+            rows = blocks.padded_rows(batch, dt, inputs.device)
+            W_ih, W_hh, b_hh = W_ih.to(dt), W_hh.to(dt), b_hh.to(dt)
+            x_in = _rows_in(inputs.transpose(0, 1), rows, dt)  # (T, P, I)
+            gates_x = blocks.mm(x_in.view(steps * rows, width), W_ih.t(), b_ih.to(dt))
+            gates_x = gates_x.view(steps, rows, -1)  # x W_ih^T + b_ih, all steps: (T, P, 3H)
+            states = torch.zeros(steps + 1, batch, hidden)  # q_0 = 0 .. q_T
+            state_in = torch.zeros(steps + 1, rows, hidden, dtype=dt)
+            kept = _gru_buffers(steps, batch, hidden)
+            for t in range(steps):
+                gh = torch.addmm(b_hh, state_in[t], W_hh.t())[:batch].float()  # (B, 3H)
+                gi = gates_x[t, :batch].float()
+                _gru_step(gi, gh, states[t], [k[t] for k in kept], states[t + 1])
+                state_in[t + 1, :batch] = states[t + 1]
+        if keep:
+            ctx.save_for_backward(x_in, W_ih, W_hh, states, state_in, *kept)
+        return states[1:].transpose(0, 1).to(dt)
+
+    @staticmethod
+    def backward(ctx, grad_states):  # noqa: ANN001, ANN205
+        x_in, W_ih, W_hh, states, state_in, *kept = ctx.saved_tensors
+        steps, rows = x_in.shape[:2]
+        batch, hidden = states.shape[1:]
+        with blocks.autocast_off(x_in):
+            grad_states = grad_states.transpose(0, 1).float()  # (T, B, H)
+            grad_gi = torch.zeros(steps, rows, 3 * hidden, dtype=W_hh.dtype)
+            grad_gh = torch.zeros(steps, rows, 3 * hidden, dtype=W_hh.dtype)
+            grad_q = torch.zeros(batch, hidden)
+            for t in reversed(range(steps)):
+                grad_q = grad_q + grad_states[t]
+                step_kept = [k[t] for k in kept]
+                gi, gh, grad_direct = _gru_step_backward(grad_q, states[t], step_kept)
+                grad_gi[t, :batch], grad_gh[t, :batch] = gi, gh
+                if t:  # q_0 is no parameter
+                    grad_q = torch.add(grad_direct, (grad_gh[t] @ W_hh)[:batch])
+            products = steps * rows
+            gi, gh = grad_gi.view(products, -1), grad_gh.view(products, -1)
+            grads = (
+                blocks.mm(gi, W_ih).view(steps, rows, -1)[:, :batch].transpose(0, 1),
+                blocks.mm_at(gi, x_in.view(products, -1)),
+                blocks.mm_at(gh, state_in[:steps].flatten(0, 1)),
+                gi.sum(0).float(),
+                gh.sum(0).float(),
+            )
+        grad_inputs, *grad_weights = (g.to(d) for g, d in zip(grads, ctx.dtypes, strict=True))
+        return grad_inputs, None, *grad_weights
+
+
+def _time_major(grad: Tensor | None, like: Tensor) -> Tensor:
+    """An output's gradient (B, T, *) as `like` (T, B, *), in fp32 (zeros where none)."""
+    if grad is None:
+        return torch.zeros_like(like)
+    return grad.transpose(0, 1).float()

@@ -1,0 +1,61 @@
+"""Products in blocks of rows: the same numbers as the plain products, in a few shapes."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnmt.model import blocks
+
+
+@pytest.mark.parametrize("rows", [1, 127, 128, 1023, 1024, 1025, 2500])
+def test_blocked_products_equal_the_plain_ones(rows, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK_ROWS", 512)
+    torch.manual_seed(0)
+    a = torch.randn(rows, 24).to(torch.bfloat16)
+    b = torch.randn(24, 40).to(torch.bfloat16)
+    bias = torch.randn(40).to(torch.bfloat16)
+    assert blocks.blocked(a)
+    expected = (a.float() @ b.float() + bias.float()).to(torch.bfloat16)
+    torch.testing.assert_close(blocks.mm(a, b, bias), expected, rtol=0.02, atol=0.05)
+    c = torch.randn(rows, 16).to(torch.bfloat16)
+    torch.testing.assert_close(blocks.mm_at(a, c), a.float().t() @ c.float(), rtol=0.02, atol=0.2)
+
+
+@pytest.mark.parametrize("rows", [5, 300, 2100])
+def test_blocks_take_few_shapes(rows):
+    sizes = {size for _, size in blocks._blocks(rows)}
+    assert all(size % blocks.ROW_MULTIPLE == 0 and size <= blocks.BLOCK_ROWS for size in sizes)
+    covered = sum(min(blocks.BLOCK_ROWS, rows - start) for start, _ in blocks._blocks(rows))
+    assert covered == rows
+    assert blocks.padded_rows(rows, torch.bfloat16, torch.device("cpu")) % 128 == 0
+    assert blocks.padded_rows(rows, torch.float32, torch.device("cpu")) == rows
+
+
+def linear_outputs_and_grads(function, x, layer, autocast):
+    x.grad = None
+    layer.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y = function(x, layer.weight, layer.bias)
+    y.float().mul(torch.linspace(-1, 1, 40)).sum().backward()
+    return [y.float(), x.grad, layer.weight.grad, layer.bias.grad]
+
+
+def test_linear_under_bf16_autocast_is_as_close_to_fp32_as_f_linear():
+    torch.manual_seed(0)
+    x = torch.randn(3, 700, 24, requires_grad=True)
+    layer = torch.nn.Linear(24, 40)
+    exact = linear_outputs_and_grads(F.linear, x, layer, autocast=False)
+    blocked = linear_outputs_and_grads(blocks.linear, x, layer, autocast=True)
+    plain = linear_outputs_and_grads(F.linear, x, layer, autocast=True)
+    for ours, theirs, reference in zip(blocked, plain, exact, strict=True):
+        scale = reference.abs().max()
+        assert (ours - reference).abs().max() <= max(
+            2 * (theirs - reference).abs().max(), 0.01 * scale
+        )
+
+
+def test_fp32_products_are_the_plain_ones():
+    a, b = torch.randn(300, 8), torch.randn(8, 5)
+    assert not blocks.blocked(a)
+    assert torch.equal(blocks.mm(a, b), a @ b)
+    assert torch.equal(blocks.linear(a, b.t()), F.linear(a, b.t()))
