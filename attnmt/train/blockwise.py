@@ -17,6 +17,10 @@ from torch import Tensor
 
 from attnmt.model.blocks import ROW_MULTIPLE, autocast_off, compute_type
 
+# Rows of a block whose softmax and gradient are formed together: 128 x an 8,000-piece
+# vocabulary is 4 MB of fp32, about what two cores' caches hold.
+SUB_ROWS = 128
+
 # Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
 # Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
 BLOCK_ROWS = 1024
@@ -79,23 +83,27 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
         with autocast_off(inputs):
             for start, real, xs in _blocks(x, rows):
-                ts = target[start : start + rows, None]
-                probs = torch.addmm(b, xs, w.t()).float().log_softmax(-1)
-                own = probs[:real]  # the real rows, a view (padding rows, if any, after them)
-                picked = own.gather(1, ts)
-                total -= (1 - smoothing) * picked.sum() + smoothing / vocab * own.sum()
-                probs.exp_()
-                probs[real:] = 0  # padding: no gradient
-                own.scatter_(1, ts, own.gather(1, ts) - (1 - smoothing))
-                if smoothing:
-                    own -= smoothing / vocab
-                grad = probs.to(x.dtype)
+                logits = torch.addmm(b, xs, w.t())  # (R, V), padding rows (if any) last
+                grad = torch.zeros_like(logits) if real < len(xs) else torch.empty_like(logits)
+                # The element-wise work in fp32, SUB_ROWS rows at a time: each piece stays
+                # in the cache through its passes, where a whole block's would not.
+                for sub in range(0, real, SUB_ROWS):
+                    end = min(sub + SUB_ROWS, real)
+                    ts = target[start + sub : start + end, None]
+                    probs = logits[sub:end].float().log_softmax(-1)
+                    picked = probs.gather(1, ts)
+                    total -= (1 - smoothing) * picked.sum() + smoothing / vocab * probs.sum()
+                    probs.exp_()
+                    probs.scatter_(1, ts, probs.gather(1, ts) - (1 - smoothing))
+                    if smoothing:
+                        probs -= smoothing / vocab
+                    grad_b += probs.sum(0)
+                    grad[sub:end] = probs
                 if real == len(xs):
                     torch.mm(grad, w, out=grad_x[start : start + rows])
                 else:
                     grad_x[start : start + real] = torch.mm(grad, w)[:real]
                 grad_w += torch.mm(grad.t(), xs)
-                grad_b += probs.sum(0)
         ctx.save_for_backward(grad_x, grad_w, grad_b)
         ctx.dtypes = inputs.dtype, weight.dtype, bias.dtype
         return total
