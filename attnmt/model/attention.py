@@ -210,8 +210,8 @@ class AdditiveAttention(Attention):
         return apply_linear(self.W, keys)  # W h: (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        energy = torch.tanh(keys.unsqueeze(1) + self.U(query).unsqueeze(2))  # (B, G, S, A)
-        return self.v(energy).squeeze(-1)  # (B, G, S)
+        energy = torch.tanh(keys.unsqueeze(1) + apply_linear(self.U, query).unsqueeze(2))
+        return apply_linear(self.v, energy).squeeze(-1)  # (B, G, S, A) -> (B, G, S)
 
 
 class CoverageAttention(AdditiveAttention):

@@ -94,7 +94,7 @@ def autocast_off(like: Tensor) -> contextlib.AbstractContextManager:
 
 def autocast_blocked(x: Tensor) -> bool:
     """Whether products of `x` run in blocks under autocast: bf16 or fp16 autocast on the CPU
-    (training and validation; decoding with bf16 weights keeps its plain products)."""
+    (training and validation)."""
     return (
         x.device.type == "cpu"
         and torch.is_autocast_enabled("cpu")
@@ -102,20 +102,26 @@ def autocast_blocked(x: Tensor) -> bool:
     )
 
 
+def runs_blocked(x: Tensor) -> bool:
+    """Whether products of `x` run in blocks: under bf16 autocast on the CPU, or with x in bf16
+    there (decoding with bf16 weights, where every search step has its own row count)."""
+    return autocast_blocked(x) or (blocked(x) and not torch.is_autocast_enabled("cpu"))
+
+
 def apply_linear(layer: nn.Module, x: Tensor) -> Tensor:
-    """`layer(x)`, with an `nn.Linear`'s product in blocks of rows where `autocast_blocked(x)`
+    """`layer(x)`, with an `nn.Linear`'s product in blocks of rows where `runs_blocked(x)`
     (`linear`); any other layer (an identity, an int8 one) is simply called."""
-    if type(layer) is nn.Linear and autocast_blocked(x):
+    if type(layer) is nn.Linear and runs_blocked(x):
         return linear(x, layer.weight, layer.bias)
     return layer(x)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """`F.linear(x, weight, bias)` for x (..., K), weight (N, K), in autocast's type with its
-    products (forward and backward) in blocks of rows where `autocast_blocked(x)`."""
-    if not autocast_blocked(x):
+    """`F.linear(x, weight, bias)` for x (..., K), weight (N, K), in autocast's type (or x's)
+    with its products (forward and backward) in blocks of rows where `runs_blocked(x)`."""
+    if not runs_blocked(x):
         return F.linear(x, weight, bias)
-    dtype = torch.get_autocast_dtype("cpu")
+    dtype = compute_type(x)
     if not torch.is_grad_enabled() or not any(
         t is not None and t.requires_grad for t in (x, weight, bias)
     ):

@@ -18,10 +18,10 @@ from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
 from attnmt.model.attention import AdditiveAttention, Attention
-from attnmt.model.blocks import apply_linear
+from attnmt.model.blocks import apply_linear, runs_blocked
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
 from attnmt.model.fast import Dropout, attend_copies
-from attnmt.model.fused import bahdanau_gru_loop
+from attnmt.model.fused import bahdanau_gru_loop, gru_step
 from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
 
@@ -117,8 +117,12 @@ class AttentionDecoder(nn.Module):
     def rnn_step(self, rnn_input: Tensor, state: DecoderState) -> DecoderState:
         """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell)."""
         previous = state.hidden if state.cell is None else (state.hidden, state.cell)
-        _, new = self.rnn(rnn_input.unsqueeze(1), previous)
-        hidden, cell = new if isinstance(new, tuple) else (new, None)
+        gru = type(self.rnn) is nn.GRU and self.rnn.num_layers == 1
+        if gru and runs_blocked(rnn_input) and not torch.is_grad_enabled():  # decoding
+            hidden, cell = gru_step(rnn_input, state.hidden[0], self.rnn).unsqueeze(0), None
+        else:
+            _, new = self.rnn(rnn_input.unsqueeze(1), previous)
+            hidden, cell = new if isinstance(new, tuple) else (new, None)
         return replace(state, hidden=hidden, cell=cell, copies=None)  # rows differ from now on
 
     def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:

@@ -35,7 +35,7 @@ input), H hidden width (= key width), A attention width.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from attnmt.model import blocks
 
@@ -67,6 +67,19 @@ def gru_layer(inputs: Tensor, gru: tuple[Tensor, Tensor, Tensor, Tensor]) -> Ten
     and bias_hh (3H,)."""
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (inputs, *gru))
     return _GRULayer.apply(inputs, keep, *gru)
+
+
+def gru_step(inputs: Tensor, query: Tensor, gru: nn.GRU) -> Tensor:
+    """One step of a one-layer GRU, x (B, I) and q_{t-1} (B, H) -> q_t (B, H), in x's type:
+    its products in blocks of rows (`blocks.mm`), its gates in fp32. A decoding step (the
+    batch's rows change at every step), without autograd."""
+    gi = blocks.mm(inputs, gru.weight_ih_l0.t(), gru.bias_ih_l0).float()
+    gh = blocks.mm(query, gru.weight_hh_l0.t(), gru.bias_hh_l0).float()
+    hidden = query.size(1)
+    out = torch.empty(len(query), hidden)
+    kept = torch.empty(len(query), 2 * hidden), torch.empty_like(out), torch.empty_like(out)
+    _gru_step(gi, gh, query.float(), kept, out)
+    return out.to(inputs.dtype)
 
 
 def _gru_step(
