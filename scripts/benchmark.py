@@ -138,16 +138,15 @@ def peak_report(threads: int, achieved: float) -> dict:
 
 
 def matrix_flops(trainer: Trainer, batches: list) -> tuple[int, int]:
-    """The matrix FLOPs of a forward and backward pass over `batches`, in the trainer's
-    precision, and their target tokens."""
-    import torch
+    """The matrix FLOPs of a forward and backward pass over `batches`, and their target tokens.
+    Counted in fp32 whatever the trainer's precision: the model's own products, without the
+    zero rows that bf16 products take on for their fixed shapes (attnmt.model.blocks)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    amp, tokens = trainer.autocast_dtype, 0
+    tokens = 0
     with FlopCounterMode(display=False) as counter:
         for batch in batches:
-            with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
-                loss, _ = trainer.objective(batch)
+            loss, _ = trainer.objective(batch)
             loss.backward()
             tokens += int((batch.target != PAD_ID).sum())
     trainer.model.zero_grad(set_to_none=True)
