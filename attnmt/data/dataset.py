@@ -152,18 +152,21 @@ class ParallelData:
 
         Each batch holds at most `batch_tokens` padded tokens of its longer side (sentences x
         the longest source or target, EOS included), like JoeyNMT's token batches; sorting by
-        length first keeps the padding small. The same (seed, epoch) gives the same batches.
+        length first keeps the padding small: by target length, then by source length, rising
+        for even target lengths and falling for odd ones, so that a batch across two target
+        lengths joins sources of like length. The same (seed, epoch) gives the same batches.
         With several corpora an epoch is the pairs `CorpusMix` draws for it.
         """
         rng = np.random.default_rng([seed, epoch])
         src_len, tgt_len = self.source.lengths + 1, self.target.lengths + 1
         jitter = rng.random(len(self))  # shuffles pairs of equal lengths
+        snake = np.where(tgt_len % 2 == 0, src_len, -src_len)
         if self.mix is None:
-            order = np.lexsort((jitter, src_len, tgt_len))
+            order = np.lexsort((jitter, snake, tgt_len))
         else:  # several corpora: this epoch's share of each (`CorpusMix`)
             chosen = self.mix.epoch_pairs(seed, epoch)
             jitter = rng.random(len(chosen))  # per position: repeats of a pair spread out
-            order = chosen[np.lexsort((jitter, src_len[chosen], tgt_len[chosen]))]
+            order = chosen[np.lexsort((jitter, snake[chosen], tgt_len[chosen]))]
         batches = chunk_by_tokens(order, np.maximum(src_len, tgt_len), batch_tokens)
         rng.shuffle(batches)
         return batches

@@ -168,7 +168,10 @@ def test_bf16_decoding_translates_like_fp32_with_fp32_scores(trained_run, tiny_c
     assert same >= len(sentences) // 2  # bf16 rounds: close to fp32, not equal to it
     greedy = bf16.translate(sentences[:5], beam_size=1)
     assert all(isinstance(t.hypotheses[0].score, float) and t.text for t in greedy)
-    result = translate(trained_run, "dtype=bfloat16", stdin=f"{sentences[0]}\n".encode())
+    # the same beam as `found` (the tool's default is 5)
+    result = translate(
+        trained_run, "dtype=bfloat16", "beam_size=4", stdin=f"{sentences[0]}\n".encode()
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().strip() == found[0].text
 
