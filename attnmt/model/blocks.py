@@ -29,24 +29,32 @@ BLOCK_ROWS = 1024
 ROW_MULTIPLE = 128
 
 
+def onednn_type(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether products of `dtype` on `device` run on oneDNN, one kernel per shape: bf16 or
+    fp16 on the CPU."""
+    return device.type == "cpu" and dtype in (torch.bfloat16, torch.float16)
+
+
 def blocked(x: Tensor) -> bool:
-    """Whether products of `x` run in blocks: bf16 or fp16 on the CPU."""
-    return x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16)
+    """Whether products of `x` run in blocks: `onednn_type` of x's."""
+    return onednn_type(x.dtype, x.device)
 
 
-def padded_rows(rows: int, dtype: torch.dtype, device: torch.device) -> int:
-    """`rows` rounded up to a multiple of ROW_MULTIPLE where products of `dtype` on `device`
-    run in blocks (`blocked`), else `rows`: the rows of a buffer whose products repeat at
-    every step, zero past `rows`."""
-    if device.type != "cpu" or dtype not in (torch.bfloat16, torch.float16):
-        return rows
+def round_up(rows: int) -> int:
+    """`rows` rounded up to a multiple of ROW_MULTIPLE."""
     return -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE
 
 
+def padded_rows(rows: int, dtype: torch.dtype, device: torch.device) -> int:
+    """The rows of a buffer whose products repeat at every step, zero past `rows`:
+    `round_up(rows)` where products of `dtype` on `device` run on oneDNN, else `rows`."""
+    return round_up(rows) if onednn_type(dtype, device) else rows
+
+
 def _blocks(rows: int) -> list[tuple[int, int]]:
-    """(start, size padded to ROW_MULTIPLE) of each block of `rows` rows."""
+    """(start, size) of each block of `rows` rows: BLOCK_ROWS, the last rounded up."""
     return [
-        (start, -(-min(BLOCK_ROWS, rows - start) // ROW_MULTIPLE) * ROW_MULTIPLE)
+        (start, BLOCK_ROWS if start + BLOCK_ROWS <= rows else round_up(rows - start))
         for start in range(0, rows, BLOCK_ROWS)
     ]
 

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
 from attnmt.model.attention import AdditiveAttention, Attention
-from attnmt.model.blocks import apply_linear, runs_blocked
+from attnmt.model.blocks import apply_linear, blocked
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
 from attnmt.model.fast import Dropout, attend_copies
 from attnmt.model.fused import bahdanau_gru_loop, gru_step
@@ -118,7 +118,7 @@ class AttentionDecoder(nn.Module):
         """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell)."""
         previous = state.hidden if state.cell is None else (state.hidden, state.cell)
         gru = type(self.rnn) is nn.GRU and self.rnn.num_layers == 1
-        if gru and runs_blocked(rnn_input) and not torch.is_grad_enabled():  # decoding
+        if gru and blocked(rnn_input) and not torch.is_grad_enabled():  # bf16 decoding
             hidden, cell = gru_step(rnn_input, state.hidden[0], self.rnn).unsqueeze(0), None
         else:
             _, new = self.rnn(rnn_input.unsqueeze(1), previous)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnmt.model.blocks import ROW_MULTIPLE, autocast_off, compute_type
+from attnmt.model.blocks import autocast_off, compute_type, padded_rows
 
 # Rows of a block whose softmax and gradient are formed together: 128 x an 8,000-piece
 # vocabulary is 4 MB of fp32, about what two cores' caches hold.
@@ -24,7 +24,7 @@ SUB_ROWS = 128
 # Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
 # Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
 BLOCK_ROWS = 1024
-# The last block's rows are rounded up to `blocks.ROW_MULTIPLE` with zero rows (no loss, no
+# The last block's rows are rounded up to `blocks.padded_rows` with zero rows (no loss, no
 # gradient): oneDNN compiles a kernel for each new shape of a product (`attnmt.model.blocks`),
 # and the last block's row count would otherwise be new at nearly every step.
 
@@ -57,14 +57,15 @@ def linear_cross_entropy(
 
 
 def _blocks(x: Tensor, rows: int) -> Iterator[tuple[int, int, Tensor]]:
-    """(start, real rows, block) for each block of `rows` rows of x; on CPU the last one's
-    rows rounded up to a multiple of ROW_MULTIPLE with zero rows after its `real` ones."""
+    """(start, real rows, block) for each block of `rows` rows of x; where its products run on
+    oneDNN (bf16 on CPU), the last one's rows rounded up (`blocks.padded_rows`) with zero rows
+    after its `real` ones."""
     for start in range(0, len(x), rows):
         block = x[start : start + rows]
         real = len(block)
-        last = start + rows >= len(x)
-        if last and x.device.type == "cpu" and real % ROW_MULTIPLE:
-            block = F.pad(block, (0, 0, 0, -real % ROW_MULTIPLE))
+        padding = padded_rows(real, x.dtype, x.device) - real
+        if start + rows >= len(x) and padding:  # the last block
+            block = F.pad(block, (0, 0, 0, padding))
         yield start, real, block
 
 

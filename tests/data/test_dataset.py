@@ -43,3 +43,18 @@ def test_pad_places_each_sentence_with_its_bos_and_eos():
     assert pad(sentences, 2, 3).tolist() == [[2, 5, 6, 7, 3], [2, 3, 0, 0, 0], [2, 9, 3, 0, 0]]
     assert pad(sentences, None, 3).tolist() == [[5, 6, 7, 3], [3, 0, 0, 0], [9, 3, 0, 0]]
     assert pad(sentences, 2, None).tolist() == [[2, 5, 6, 7], [2, 0, 0, 0], [2, 9, 0, 0]]
+
+
+def test_an_epoch_goes_by_target_length_then_source_length_by_turns(small_corpus, tmp_path):
+    cfg = plain(compose_config("prepare", small_data_overrides(small_corpus, tmp_path)).data)
+    folder, _, _ = prepare_dataset(to_dataclass(DataConfig, cfg, "data"))
+    data = ParallelData(folder, "train", "zh", "en")
+    turns = 0
+    for batch in data.token_batches(256, seed=3, epoch=0):  # each a run of the sorted order
+        target, source = data.target.lengths[batch] + 1, data.source.lengths[batch] + 1
+        assert (np.diff(target) >= 0).all()
+        for length in np.unique(target):
+            steps = np.diff(source[target == length])
+            assert (steps >= 0).all() if length % 2 == 0 else (steps <= 0).all()
+            turns += length % 2 == 1 and (steps < 0).any()
+    assert turns  # some odd target length held sources of several lengths, falling

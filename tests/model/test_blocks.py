@@ -27,7 +27,8 @@ def test_blocks_take_few_shapes(rows):
     assert all(size % blocks.ROW_MULTIPLE == 0 and size <= blocks.BLOCK_ROWS for size in sizes)
     covered = sum(min(blocks.BLOCK_ROWS, rows - start) for start, _ in blocks._blocks(rows))
     assert covered == rows
-    assert blocks.padded_rows(rows, torch.bfloat16, torch.device("cpu")) % 128 == 0
+    padded = blocks.padded_rows(rows, torch.bfloat16, torch.device("cpu"))
+    assert padded % blocks.ROW_MULTIPLE == 0 and rows <= padded < rows + blocks.ROW_MULTIPLE
     assert blocks.padded_rows(rows, torch.float32, torch.device("cpu")) == rows
 
 
@@ -44,6 +45,8 @@ def test_linear_under_bf16_autocast_is_as_close_to_fp32_as_f_linear():
     torch.manual_seed(0)
     x = torch.randn(3, 700, 24, requires_grad=True)
     layer = torch.nn.Linear(24, 40)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert blocks.runs_blocked(x)  # else `linear` is F.linear, and the test says nothing
     exact = linear_outputs_and_grads(F.linear, x, layer, autocast=False)
     blocked = linear_outputs_and_grads(blocks.linear, x, layer, autocast=True)
     plain = linear_outputs_and_grads(F.linear, x, layer, autocast=True)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from attnmt.model import blocks
 from attnmt.model.decoder import BahdanauDecoder
 from attnmt.model.fused import gru_layer
 from tests.model.test_seq2seq import batch, tiny_model
@@ -25,9 +26,16 @@ def run(model, fused, monkeypatch, guide_weight=0.0):
     return loss.detach(), features.detach(), weights.detach(), grads
 
 
+def pad_rows(monkeypatch, padding):
+    """The products' buffers `padding` rows past the batch, as bf16 pads them (fp32 does not)."""
+    monkeypatch.setattr(blocks, "padded_rows", lambda rows, dtype, device: rows + padding)
+
+
 @pytest.mark.parametrize("overrides", [[], ["decoder.feed_prev_output=false"]])
 @pytest.mark.parametrize("guide_weight", [0.0, 0.7])
-def test_the_fused_loop_equals_the_step_loop_in_fp32(overrides, guide_weight, monkeypatch):
+@pytest.mark.parametrize("padding", [0, 5])
+def test_the_fused_loop_equals_the_step_loop_in_fp32(overrides, guide_weight, padding, monkeypatch):
+    pad_rows(monkeypatch, padding)
     model = tiny_model(*overrides)
     assert model.decoder.runs_fused(model.encode(*batch()[:2])[1])
     fused = run(model, True, monkeypatch, guide_weight)
@@ -82,7 +90,9 @@ def gru_outputs_and_grads(gru, inputs, fused):
     return [states.detach().float(), inputs.grad, *(w.grad for w in weights)]
 
 
-def test_gru_layer_equals_torch_gru_in_fp32():
+@pytest.mark.parametrize("padding", [0, 5])
+def test_gru_layer_equals_torch_gru_in_fp32(padding, monkeypatch):
+    pad_rows(monkeypatch, padding)
     gru, inputs = gru_and_inputs()
     fused = gru_outputs_and_grads(gru, inputs, True)
     plain = gru_outputs_and_grads(gru, inputs, False)
