@@ -20,6 +20,7 @@ Shapes: M rows, K and N widths.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -51,18 +52,16 @@ def padded_rows(rows: int, dtype: torch.dtype, device: torch.device) -> int:
     return round_up(rows) if onednn_type(dtype, device) else rows
 
 
-def _blocks(rows: int) -> list[tuple[int, int]]:
-    """(start, size) of each block of `rows` rows: BLOCK_ROWS, the last rounded up."""
-    return [
-        (start, BLOCK_ROWS if start + BLOCK_ROWS <= rows else round_up(rows - start))
-        for start in range(0, rows, BLOCK_ROWS)
-    ]
-
-
-def _block(x: Tensor, start: int, size: int) -> Tensor:
-    """Rows start .. start + size of x (M, K), zero rows past its end."""
-    block = x[start : start + size]
-    return F.pad(block, (0, 0, 0, size - len(block))) if len(block) < size else block
+def row_blocks(x: Tensor, rows: int = BLOCK_ROWS) -> Iterator[tuple[int, int, Tensor]]:
+    """(start, real rows, block) for each block of `rows` rows of x (M, K); where `blocked(x)`,
+    the last one's rows rounded up (`padded_rows`) with zero rows after its real ones."""
+    for start in range(0, len(x), rows):
+        block = x[start : start + rows]
+        real = len(block)
+        padding = padded_rows(real, x.dtype, x.device) - real
+        if start + rows >= len(x) and padding:  # the last block
+            block = F.pad(block, (0, 0, 0, padding))
+        yield start, real, block
 
 
 def mm(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -70,11 +69,9 @@ def mm(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     if not blocked(a):
         return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
     out = a.new_empty(len(a), b.size(1))
-    for start, size in _blocks(len(a)):
-        block = _block(a, start, size)
+    for start, real, block in row_blocks(a):
         product = torch.mm(block, b) if bias is None else torch.addmm(bias, block, b)
-        rows = min(size, len(a) - start)
-        out[start : start + rows] = product[:rows]
+        out[start : start + real] = product[:real]
     return out
 
 
@@ -84,8 +81,8 @@ def mm_at(a: Tensor, b: Tensor) -> Tensor:
     if not blocked(a):
         return (a.t() @ b).float()
     out = torch.zeros(a.size(1), b.size(1), dtype=torch.float32, device=a.device)
-    for start, size in _blocks(len(a)):
-        out += (_block(a, start, size).t() @ _block(b, start, size)).float()
+    for (_, _, a_block), (_, _, b_block) in zip(row_blocks(a), row_blocks(b), strict=True):
+        out += (a_block.t() @ b_block).float()
     return out
 
 
@@ -103,17 +100,14 @@ def autocast_off(like: Tensor) -> contextlib.AbstractContextManager:
 def autocast_blocked(x: Tensor) -> bool:
     """Whether products of `x` run in blocks under autocast: bf16 or fp16 autocast on the CPU
     (training and validation)."""
-    return (
-        x.device.type == "cpu"
-        and torch.is_autocast_enabled("cpu")
-        and torch.get_autocast_dtype("cpu") in (torch.bfloat16, torch.float16)
-    )
+    return torch.is_autocast_enabled(x.device.type) and runs_blocked(x)
 
 
 def runs_blocked(x: Tensor) -> bool:
-    """Whether products of `x` run in blocks: under bf16 autocast on the CPU, or with x in bf16
-    there (decoding with bf16 weights, where every search step has its own row count)."""
-    return autocast_blocked(x) or (blocked(x) and not torch.is_autocast_enabled("cpu"))
+    """Whether products of `x` run in blocks: in their `compute_type` on oneDNN, so under bf16
+    autocast on the CPU, or with x in bf16 there (decoding with bf16 weights, where every
+    search step has its own row count)."""
+    return onednn_type(compute_type(x), x.device)
 
 
 def apply_linear(layer: nn.Module, x: Tensor) -> Tensor:
@@ -129,19 +123,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     with its products (forward and backward) in blocks of rows where `runs_blocked(x)`."""
     if not runs_blocked(x):
         return F.linear(x, weight, bias)
-    dtype = compute_type(x)
-    if not torch.is_grad_enabled() or not any(
-        t is not None and t.requires_grad for t in (x, weight, bias)
-    ):
-        with autocast_off(x):
-            rows = x.reshape(-1, x.size(-1)).to(dtype)
-            out = mm(rows, weight.to(dtype).t(), None if bias is None else bias.to(dtype))
-        return out.view(*x.shape[:-1], -1)
-    return _Linear.apply(x, weight, bias, dtype)
+    return _Linear.apply(x, weight, bias, compute_type(x))
 
 
 class _Linear(torch.autograd.Function):
-    """y = x W^T + b with every product in blocks of rows: forward, d x and d W."""
+    """y = x W^T + b with every product in blocks of rows: forward, d x and d W (without
+    autograd, the forward alone)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, dtype):  # noqa: ANN001, ANN205

@@ -9,24 +9,22 @@ its logits are at hand, so the backward pass has nothing of them to keep
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnmt.model.blocks import autocast_off, compute_type, padded_rows
+from attnmt.model.blocks import autocast_off, compute_type, row_blocks
 
 # Rows of a block whose softmax and gradient are formed together: 128 x an 8,000-piece
 # vocabulary is 4 MB of fp32, about what two cores' caches hold.
 SUB_ROWS = 128
 
 # Target positions per block: 1,024 x an 8,000-piece vocabulary is 32 MB of fp32 logits.
-# Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured.
+# Fewer, larger blocks make larger products; docs/benchmarks.md has the sizes measured. In bf16
+# the last block's rows are rounded up with zero rows (no loss, no gradient;
+# `blocks.row_blocks`): oneDNN compiles a kernel for each new shape of a product, and the last
+# block's row count would otherwise be new at nearly every step.
 BLOCK_ROWS = 1024
-# The last block's rows are rounded up to `blocks.padded_rows` with zero rows (no loss, no
-# gradient): oneDNN compiles a kernel for each new shape of a product (`attnmt.model.blocks`),
-# and the last block's row count would otherwise be new at nearly every step.
 
 
 def linear_cross_entropy(
@@ -45,7 +43,7 @@ def linear_cross_entropy(
     x, w, b = _compute_type(inputs, weight, bias)
     total = torch.zeros((), dtype=torch.float32, device=inputs.device)
     with autocast_off(inputs):
-        for start, real, xs in _blocks(x, rows):
+        for start, real, xs in row_blocks(x, rows):
             logits = torch.addmm(b, xs, w.t())[:real].float()
             total += F.cross_entropy(
                 logits,
@@ -54,19 +52,6 @@ def linear_cross_entropy(
                 reduction="sum",
             )
     return total
-
-
-def _blocks(x: Tensor, rows: int) -> Iterator[tuple[int, int, Tensor]]:
-    """(start, real rows, block) for each block of `rows` rows of x; where its products run on
-    oneDNN (bf16 on CPU), the last one's rows rounded up (`blocks.padded_rows`) with zero rows
-    after its `real` ones."""
-    for start in range(0, len(x), rows):
-        block = x[start : start + rows]
-        real = len(block)
-        padding = padded_rows(real, x.dtype, x.device) - real
-        if start + rows >= len(x) and padding:  # the last block
-            block = F.pad(block, (0, 0, 0, padding))
-        yield start, real, block
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -83,7 +68,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_w = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
         grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
         with autocast_off(inputs):
-            for start, real, xs in _blocks(x, rows):
+            for start, real, xs in row_blocks(x, rows):
                 logits = torch.addmm(b, xs, w.t())  # (R, V), padding rows (if any) last
                 grad = torch.zeros_like(logits) if real < len(xs) else torch.empty_like(logits)
                 # The element-wise work in fp32, SUB_ROWS rows at a time: each piece stays

@@ -23,10 +23,18 @@ def test_blocked_products_equal_the_plain_ones(rows, monkeypatch):
 
 @pytest.mark.parametrize("rows", [5, 300, 2100])
 def test_blocks_take_few_shapes(rows):
-    sizes = {size for _, size in blocks._blocks(rows)}
+    x = torch.arange(rows, dtype=torch.bfloat16).unsqueeze(1)  # each row holds its index
+    found = list(blocks.row_blocks(x))
+    sizes = {len(block) for _, _, block in found}
     assert all(size % blocks.ROW_MULTIPLE == 0 and size <= blocks.BLOCK_ROWS for size in sizes)
-    covered = sum(min(blocks.BLOCK_ROWS, rows - start) for start, _ in blocks._blocks(rows))
+    covered = sum(real for _, real, _ in found)
     assert covered == rows
+    for start, real, block in found:  # the real rows in place, zero rows after them
+        assert torch.equal(block[:real], x[start : start + real])
+        assert not block[real:].any()
+    assert [len(block) for _, _, block in blocks.row_blocks(x.float())] == [
+        min(blocks.BLOCK_ROWS, rows - start) for start in range(0, rows, blocks.BLOCK_ROWS)
+    ]  # fp32: no zero rows
     padded = blocks.padded_rows(rows, torch.bfloat16, torch.device("cpu"))
     assert padded % blocks.ROW_MULTIPLE == 0 and rows <= padded < rows + blocks.ROW_MULTIPLE
     assert blocks.padded_rows(rows, torch.float32, torch.device("cpu")) == rows
