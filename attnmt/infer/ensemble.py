@@ -30,6 +30,9 @@ class EnsembleState:
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> EnsembleState:
         return EnsembleState([state.select(rows, sentences) for state in self.members])
 
+    def join(self, other: EnsembleState) -> EnsembleState:
+        return EnsembleState([a.join(b) for a, b in zip(self.members, other.members, strict=True)])
+
 
 class EnsembleDecoder(nn.Module):
     """One decoding step of every member, their log-probabilities averaged."""

@@ -5,16 +5,18 @@ Shapes: B batch, S source length, V target vocabulary, K beam size.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from attnmt.infer.ensemble import Ensemble, EnsembleState
 from attnmt.infer.fast import block_rows, pick_log_probs, row_top_k
 from attnmt.model.seq2seq import Seq2Seq
-from attnmt.model.state import DecoderState
+from attnmt.model.state import DecoderState, pad_to
 from attnmt.vocab import BOS_ID, EOS_ID
 
 
@@ -93,19 +95,23 @@ def best_extensions(
     inputs (n * W, *) of the next word for W beams of n sentences: the logits (n * W, V), or
     what `to_logits` (the output layer) makes the logits of, `rows` at a time
     (`pick_log_probs`); scores (n, W) the beams' log P. An extension scores log P(beam) +
-    log P(word | beam). The best `count` of the W x V are among each beam's own best `count`
-    words, so rank those per beam, then across the beams.
+    log P(word | beam), ranked over each sentence's W x V at once (`row_top_k`, the beams'
+    log P as shifts), in blocks of whole sentences, about `rows` rows each.
     Returns their scores, the beam each extends (origin) and the word, each (n, count).
     """
     n, width = scores.shape
-    # each row's `count` best words and their log P (n * W, count)
-    log_probs, beam_words = pick_log_probs(inputs, lambda lp: row_top_k(lp, count), to_logits, rows)
-    candidates = (scores.view(n * width, 1) + log_probs).view(n, width * count)
-    top_scores, top_ids = candidates.topk(count, dim=-1)
-    return top_scores, top_ids // count, beam_words.view(n, -1).gather(1, top_ids)
+
+    def ranked(log_probs: Tensor, beam_scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # the best `count` of log P(beam) + log P(word | beam) over each sentence's W x V
+        top_scores, at = row_top_k(log_probs, count, beam_scores)
+        vocab = log_probs.size(-1)
+        return top_scores, at // vocab, at % vocab
+
+    sentences = None if rows is None else max(1, rows // width)  # per block
+    return pick_log_probs(inputs.reshape(n, width, -1), ranked, to_logits, sentences, scores)
 
 
-def length_penalty(length: int, alpha: float) -> float:
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     """GNMT's length penalty ((5 + length) / 6)^alpha; scores are divided by it."""
     return ((5 + length) / 6) ** alpha
 
@@ -128,13 +134,18 @@ def coverage_penalty(coverage: Tensor, mask: Tensor, beta: float) -> Tensor:
 
 @dataclass
 class Beams:
-    """The running hypotheses of the n sentences still being decoded, W beams each (W = 1 at
-    the first step, where all K beams would be the same; K after)."""
+    """The running hypotheses of the n sentences still being decoded, W beams each (W = 1
+    before a sentence's first step, where all K beams would be the same; K after).
 
-    sentences: Tensor  # (n,) each one's index in the batch
+    A sentence that joined a running search has its words and attention rows after `first`
+    entries of padding (BOS, zero rows), which `finish` drops.
+    """
+
+    sentences: Tensor  # (n,) each one's index among all the sentences searched
+    first: Tensor  # (n,) where each one's words begin in `tokens`
     scores: Tensor  # (n, W) log P of each beam
     tokens: Tensor  # (n, W, t) the words so far
-    attention: Tensor  # (n, W, t, S) their attention rows (t = 0 when not kept)
+    attention: Tensor  # (n, W, t, S) their attention rows ((n, 1, 0, S) when not kept)
     coverage: Tensor | None  # (n, W, S) the sum of those rows, for the coverage penalty (if on)
     state: DecoderState | EnsembleState  # n * W rows, each sentence's W consecutive
 
@@ -142,11 +153,38 @@ class Beams:
         """Only the sentences `going` (indices into n), their beams from the flat `rows` (n', K)."""
         return Beams(
             self.sentences[going],
+            self.first[going],
             self.scores[going],
             self.tokens[going],
             self.attention[going],
             None if self.coverage is None else self.coverage[going],
             self.state.select(rows.flatten(), going),
+        )
+
+    def join(self, other: Beams) -> Beams:
+        """These sentences, then `other`'s (as many beams, no more words): other's words and
+        attention rows padded at the front to as many as these, the source axes at the end
+        to the longer source."""
+        lead = self.tokens.size(2) - other.tokens.size(2)
+        length = max(self.attention.size(-1), other.attention.size(-1))
+        attention = other.attention
+        if attention.size(2):  # kept: zero rows before its first word's
+            attention = F.pad(attention, (0, 0, lead, 0))
+
+        def cat(x: Tensor, y: Tensor) -> Tensor:
+            return torch.cat([pad_to(x, -1, length), pad_to(y, -1, length)])
+
+        coverage = None
+        if self.coverage is not None and other.coverage is not None:
+            coverage = cat(self.coverage, other.coverage)
+        return Beams(
+            torch.cat([self.sentences, other.sentences]),
+            torch.cat([self.first, other.first + lead]),
+            torch.cat([self.scores, other.scores]),
+            torch.cat([self.tokens, F.pad(other.tokens, (lead, 0), value=BOS_ID)]),
+            cat(self.attention, attention),
+            coverage,
+            self.state.join(other.state),
         )
 
 
@@ -198,26 +236,29 @@ def finish(
     final: Tensor,
     alpha: float,
     beta: float,
-    source_mask: Tensor,
+    source_lengths: Tensor,
 ) -> None:
     """Add the extensions marked in `final` (n, 2K) to their sentences' finished hypotheses,
     scored log P / length_penalty + coverage_penalty (when the extensions carry coverage);
-    source_mask (B, S) is True at each sentence's real positions."""
+    source_lengths (all sentences searched) say which positions are real."""
     i, j = final.nonzero(as_tuple=True)
     if not len(i):
         return
     # One transfer per tensor, then plain Python over the (few) finished extensions.
     histories = beams.tokens.flatten(0, 1)[ext.rows[i, j]].tolist()
     words, scores = ext.words[i, j].tolist(), ext.scores[i, j].tolist()
-    sentences = beams.sentences[i]
+    sentences, firsts = beams.sentences[i], beams.first[i].tolist()
     penalties = [0.0] * len(i)
     if ext.coverage is not None:
-        penalties = coverage_penalty(ext.coverage[i, j], source_mask[sentences], beta).tolist()
+        positions = torch.arange(ext.coverage.size(-1), device=sentences.device)
+        mask = positions < source_lengths[sentences].unsqueeze(1)
+        penalties = coverage_penalty(ext.coverage[i, j], mask, beta).tolist()
     for m, (ids, sentence) in enumerate(zip(histories, sentences.tolist(), strict=True)):
+        ids = ids[firsts[m] :]  # without the padding before the sentence joined
         ended = words[m] == EOS_ID
         if not ended:
             ids.append(words[m])
-        kept = ext.attention[i[m], j[m]] if ext.attention is not None else None
+        kept = ext.attention[i[m], j[m], firsts[m] :] if ext.attention is not None else None
         score = scores[m] / length_penalty(len(ids) + 1, alpha) + penalties[m]
         found[sentence].append(Hypothesis(ids, score, kept, ended))
 
@@ -238,10 +279,11 @@ def carry(beams: Beams, ext: Extensions, k: int) -> tuple[Beams, Tensor]:
         attention = ext.attention.gather(1, index)
     if ext.coverage is not None:
         coverage = ext.coverage.gather(1, chosen.unsqueeze(-1).expand(-1, -1, ext.coverage.size(2)))
-    return Beams(beams.sentences, scores, tokens, attention, coverage, beams.state), rows
+    return replace(
+        beams, scores=scores, tokens=tokens, attention=attention, coverage=coverage
+    ), rows
 
 
-@torch.no_grad()
 def beam_search(
     model: Seq2Seq | Ensemble,
     source: Tensor,
@@ -253,8 +295,34 @@ def beam_search(
     n_best: int = 1,
     beta: float = 0.0,
 ) -> list[list[Hypothesis]]:
-    """The best `n_best` (<= beam_size) hypotheses of every sentence, best first, for a whole
-    batch at once; `beta` > 0 adds GNMT's `coverage_penalty` to the finished ones' scores.
+    """The best `n_best` (<= beam_size) hypotheses of every sentence of one batch, best
+    first (`beam_search_batches`)."""
+    batch = SourceBatch(source, source_lengths, limits)
+    return beam_search_batches(model, [batch], beam_size, alpha, keep_attention, n_best, beta)
+
+
+@dataclass
+class SourceBatch:
+    """Sentences to search together: their ids (B, S), lengths and output limits (B,)."""
+
+    source: Tensor
+    lengths: Tensor
+    limits: Tensor
+
+
+@torch.no_grad()
+def beam_search_batches(
+    model: Seq2Seq | Ensemble,
+    batches: Iterable[SourceBatch],
+    beam_size: int,
+    alpha: float,
+    keep_attention: bool,
+    n_best: int = 1,
+    beta: float = 0.0,
+    join_below: int = 0,
+) -> list[list[Hypothesis]]:
+    """The best `n_best` (<= beam_size) hypotheses of every sentence of `batches`, in their
+    order, best first; `beta` > 0 adds GNMT's `coverage_penalty` to the finished ones' scores.
 
     All beams of all sentences step together as rows (one row per sentence at the first step,
     where every beam would be the same). Each step: `extend` ranks the 2K best extensions of
@@ -265,28 +333,53 @@ def beam_search(
     to end at the next step, would not beat the n-th of them (exact for alpha=0, where log P
     only falls, with or without the coverage penalty, which stays <= 0; the usual early stop
     otherwise).
+
+    A batch's last few sentences would step on alone, a few rows per step at the cost of many.
+    So once the running sentences hold fewer than `join_below` source tokens (their number
+    times the longest), the next batch takes its first step (one row a sentence to K) and
+    joins them, its source positions padded to the longest and masked. 0: each batch
+    searches alone.
     """
-    k, device, batch = beam_size, source.device, source.size(0)
+    k, waiting = beam_size, deque(batches)
     n_best = min(n_best, k)
-    _, state = model.encode(source, source_lengths)
-    source_mask = torch.arange(source.size(1), device=device) < source_lengths.to(device)[:, None]
-    beams = Beams(
-        torch.arange(batch, device=device),
-        torch.zeros((batch, 1), device=device),
-        torch.empty((batch, 1, 0), dtype=torch.long, device=device),
-        source.new_empty((batch, 1, 0, source.size(1)), dtype=torch.float),
-        torch.zeros((batch, 1, source.size(1)), device=device) if beta > 0 else None,
-        state,
-    )
-    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
-    limits = limits.to(device)
-    found: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    bar = torch.full((batch,), float("-inf"), device=device)  # each n-th best finished score
+    found: list[list[Hypothesis]] = []
+    device = waiting[0].source.device if waiting else torch.device("cpu")
+    lengths = torch.empty(0, dtype=torch.long, device=device)  # of every sentence so far
+    limits = torch.empty(0, dtype=torch.long, device=device)
+    bar = torch.empty(0, device=device)  # each one's n-th best finished score
     first_k = torch.arange(2 * k, device=device) < k
     rows_per_block = block_rows(model.decoder, device)
-    for t in range(int(limits.max())):
+
+    def admit() -> Beams:
+        """The next batch's sentences, before their first step."""
+        nonlocal lengths, limits, bar
+        batch = waiting.popleft()
+        count, positions = batch.source.shape
+        _, state = model.encode(batch.source, batch.lengths)
+        lengths = torch.cat([lengths, batch.lengths.to(device)])
+        limits = torch.cat([limits, batch.limits.to(device)])
+        bar = torch.cat([bar, torch.full((count,), float("-inf"), device=device)])
+        sentences = torch.arange(len(found), len(found) + count, device=device)
+        found.extend([] for _ in range(count))
+        return Beams(
+            sentences,
+            torch.zeros(count, dtype=torch.long, device=device),
+            torch.zeros((count, 1), device=device),
+            torch.empty((count, 1, 0), dtype=torch.long, device=device),
+            torch.zeros((count, 1, 0, positions), device=device),
+            torch.zeros((count, 1, positions), device=device) if beta > 0 else None,
+            state,
+        )
+
+    def advance(beams: Beams) -> Beams | None:
+        """One step of `beams`: the next ones, without the sentences that are done (None
+        when all are)."""
+        words_so_far = beams.tokens.size(2) - beams.first  # (n,)
+        previous = beams.tokens[:, :, -1].flatten() if beams.tokens.size(2) else None
+        if previous is None:  # the first step
+            previous = torch.full((len(beams.sentences),), BOS_ID, device=device)
         features, weights, state = model.decoder.step_features(previous, beams.state)
-        at_limit = limits[beams.sentences] <= t + 1  # (n,)
+        at_limit = limits[beams.sentences] <= words_so_far + 1
         ext = extend(
             beams,
             features,
@@ -298,19 +391,29 @@ def beam_search(
             rows_per_block,
         )
         final = ext.ends & first_k  # the extensions that finish now
-        finish(found, beams, ext, final, alpha, beta, source_mask)
+        finish(found, beams, ext, final, alpha, beta, lengths)
         beams, rows = carry(replace(beams, state=state), ext, k)
         for s in beams.sentences[final.any(1)].tolist():
             if len(found[s]) >= n_best:
                 bar[s] = sorted(h.score for h in found[s])[-n_best]
-        best_running = beams.scores[:, 0] / length_penalty(t + 2, alpha)  # were it to end next
+        # were it to end at the next step (the penalty in fp64, as for one Python number)
+        best_running = beams.scores[:, 0] / length_penalty(words_so_far.double() + 2, alpha).float()
         done = at_limit | (bar[beams.sentences] >= best_running)
         if done.all():
-            break
+            return None
         going = (~done).nonzero().squeeze(1)
         if len(going) < len(done):  # sentences left: their rows and their keys go
-            beams = beams.keep(going, rows[going])
-        else:  # hypotheses moved between the beams of each sentence (or grew from 1 to K)
-            beams = replace(beams, state=state.select(rows.flatten()))
-        previous = beams.tokens[:, :, -1].flatten()
+            return beams.keep(going, rows[going])
+        # hypotheses moved between the beams of each sentence (or grew from 1 to K)
+        return replace(beams, state=state.select(rows.flatten()))
+
+    beams: Beams | None = None
+    while beams is not None or waiting:
+        if beams is None:  # a batch starts afresh
+            beams = admit()
+        elif waiting and len(beams.sentences) * int(lengths[beams.sentences].max()) < join_below:
+            joining = advance(admit())
+            if joining is not None:
+                beams = beams.join(joining)
+        beams = advance(beams)
     return [sorted(h, key=lambda h: -h.score)[:n_best] for h in found]

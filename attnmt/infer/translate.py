@@ -23,7 +23,13 @@ from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.fast import once_per_distinct
 from attnmt.infer.score import PairScore, forced_decode, forced_log_probs
-from attnmt.infer.search import Hypothesis, beam_search, greedy, max_lengths
+from attnmt.infer.search import (
+    Hypothesis,
+    SourceBatch,
+    beam_search_batches,
+    greedy,
+    max_lengths,
+)
 from attnmt.model.seq2seq import Seq2Seq, build_model
 from attnmt.runtime import check_dtype, pick_device
 from attnmt.runtime import quantize as quantize_model
@@ -34,6 +40,9 @@ log = logging.getLogger(__name__)
 
 MAX_BEAM_SIZE = 128  # wider beams rank more candidates than the vocabulary may hold
 MAX_OUTPUT_LENGTH = 1000  # pieces; a model that never ends stops here
+# Beam search: the next batch joins the running sentences once they hold under this share of
+# batch_tokens (`beam_search_batches`; docs/benchmarks.md has the measurement).
+JOIN_BELOW = 0.5
 
 
 @dataclass(frozen=True)
@@ -107,31 +116,37 @@ def search_batches(
 ) -> list[list[Hypothesis]]:
     """`translate_ids` of sources that are all different."""
     lengths = np.array([len(s) + 1 for s in sources])
-    results: list[list[Hypothesis]] = [[] for _ in sources]
     by_length = np.argsort(lengths, kind="stable")
-    for indices in chunk_by_tokens(by_length, lengths, search.batch_tokens):
+    chunks = chunk_by_tokens(by_length, lengths, search.batch_tokens)
+    batches = []
+    for indices in chunks:
         source = pad([sources[i] for i in indices], None, EOS_ID).to(device)
         source_lengths = torch.from_numpy(lengths[indices])
         limits = max_lengths(source_lengths, search.max_length_a, search.max_length_b)
-        if search.beam_size == 1:
-            found = [[h] for h in greedy(model, source, source_lengths, limits, keep_attention)]
-        else:
-            found = beam_search(
-                model,
-                source,
-                source_lengths,
-                limits,
-                search.beam_size,
-                search.alpha,
-                keep_attention,
-                search.n_best,
-                search.coverage_penalty,
-            )
-        for index, hypotheses in zip(indices.tolist(), found, strict=True):
-            for hypothesis in hypotheses:
-                if hypothesis.attention is not None:  # drop the batch's padding columns
-                    hypothesis.attention = hypothesis.attention[:, : lengths[index]].cpu()
-            results[index] = hypotheses[: search.n_best]
+        batches.append(SourceBatch(source, source_lengths, limits))
+    if search.beam_size == 1:
+        found = [
+            [h]
+            for b in batches
+            for h in greedy(model, b.source, b.lengths, b.limits, keep_attention)
+        ]
+    else:
+        found = beam_search_batches(
+            model,
+            batches,
+            search.beam_size,
+            search.alpha,
+            keep_attention,
+            search.n_best,
+            search.coverage_penalty,
+            join_below=int(search.batch_tokens * JOIN_BELOW),
+        )
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for index, hypotheses in zip(np.concatenate(chunks).tolist(), found, strict=True):
+        for hypothesis in hypotheses:
+            if hypothesis.attention is not None:  # drop the batch's padding columns
+                hypothesis.attention = hypothesis.attention[:, : lengths[index]].cpu()
+        results[index] = hypotheses[: search.n_best]
     return results
 
 

@@ -187,7 +187,7 @@ class AttentionDecoder(nn.Module):
 
     def logits(self, features: Tensor) -> Tensor:
         """features (..., F) -> logits (..., V)."""
-        return self.output(self.output_inputs(features))
+        return apply_linear(self.output, self.output_inputs(features))
 
     def output_inputs(self, features: Tensor) -> Tensor:
         """What the output layer multiplies: the features after dropout (..., F)."""

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from attnmt.model.fast import copies_of
 
@@ -59,3 +61,59 @@ class DecoderState:
             pick(self.coverage, rows),
             copies_of(rows),
         )
+
+    def join(self, other: DecoderState) -> DecoderState:
+        """This state's rows and sentences, then `other`'s (a batch joining a running search;
+        both with the same rows per sentence): the per-sentence tensors padded at the end to
+        the longer source, the new positions masked out, so that no row attends to them."""
+        length = max(self.keys.size(1), other.keys.size(1))
+
+        def cat(
+            x: Tensor | None, y: Tensor | None, dim: int, source_dim: int | None
+        ) -> Tensor | None:
+            if x is None or y is None:
+                return None
+            if source_dim is not None:  # pad dim `source_dim` to `length`
+                x, y = (pad_to(t, source_dim, length) for t in (x, y))
+            return torch.cat([x, y], dim)
+
+        copies = None
+        if self.copies is not None or other.copies is not None:
+            rows, more = self.hidden.size(1), other.hidden.size(1)
+            copies = _join_copies(self.copies, other.copies, rows, more, self.hidden.device)
+        return DecoderState(
+            cat(self.hidden, other.hidden, 1, None),
+            cat(self.cell, other.cell, 1, None),
+            cat(self.keys, other.keys, 0, 1),
+            cat(self.prepared_keys, other.prepared_keys, 0, 1),
+            cat(self.mask, other.mask, 0, 1),
+            cat(self.feed, other.feed, 0, None),
+            cat(self.coverage, other.coverage, 0, 1),
+            copies,
+        )
+
+
+def pad_to(x: Tensor, dim: int, length: int) -> Tensor:
+    """x padded with zeros (False) at the end of `dim` to `length`."""
+    extra = length - x.size(dim)
+    if not extra:
+        return x
+    return F.pad(x, (0, 0) * (x.dim() - 1 - dim % x.dim()) + (0, extra))
+
+
+def _join_copies(
+    first: tuple[Tensor, Tensor] | None,
+    second: tuple[Tensor, Tensor] | None,
+    rows: int,
+    more: int,
+    device: torch.device,
+) -> tuple[Tensor, Tensor]:
+    """The `copies` of `rows` rows whose copies are `first`, then `more` rows whose copies are
+    `second` (None: every row distinct)."""
+
+    def whole(copies: tuple[Tensor, Tensor] | None, count: int) -> tuple[Tensor, Tensor]:
+        every = torch.arange(count, device=device)
+        return (every, every) if copies is None else copies
+
+    (a_first, a_inverse), (b_first, b_inverse) = whole(first, rows), whole(second, more)
+    return torch.cat([a_first, b_first + rows]), torch.cat([a_inverse, b_inverse + len(a_first)])

@@ -249,3 +249,54 @@ def test_a_bf16_model_searches_with_fp32_scores_and_attention(overrides):
     for hypothesis in greedy(model, source, lengths, limits, keep_attention=True):
         rows = hypothesis.attention.float().sum(-1)
         assert torch.all(rows <= 1.01) and math.isfinite(hypothesis.score)
+
+
+def _batches(seed):
+    """Three batches of random sentences, each longer than the one before, as translate cuts."""
+    from attnmt.infer.search import SourceBatch
+    from attnmt.vocab import PAD_ID
+
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for count, longest in ((4, 3), (3, 5), (5, 7)):
+        lengths = torch.randint(max(1, longest - 2), longest + 1, (count,), generator=generator)
+        source = torch.randint(4, 11, (count, longest), generator=generator)
+        source[torch.arange(longest) >= lengths[:, None]] = PAD_ID
+        source[torch.arange(count), lengths - 1] = EOS_ID
+        batches.append(SourceBatch(source, lengths, max_lengths(lengths, 2.0, 3)))
+    return batches
+
+
+@pytest.mark.parametrize(
+    "overrides,beta",
+    [
+        ([], 0.0),
+        (["attention=coverage"], 0.5),
+        (["attention=dot", "attention.window=local_p", "decoder=luong"], 0.0),
+        (["encoder=lstm", "decoder=luong", "decoder.input_feeding=false"], 0.2),
+    ],
+)
+def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides, beta):
+    # A batch joining mid-search gets K rows a sentence (all but one at -inf), words and
+    # attention after padding, and keys padded to the longer source: none of it may show.
+    from attnmt.infer.search import beam_search_batches
+
+    model = tiny_model("decoder.dropout=0.0", *overrides).eval()
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3)
+    batches = _batches(0)
+    alone = beam_search_batches(model, batches, 3, 0.6, True, n_best=2, beta=beta)
+    joined = beam_search_batches(
+        model, batches, 3, 0.6, True, n_best=2, beta=beta, join_below=10**6
+    )
+    assert len(alone) == len(joined) == 12
+    for a, b in zip(alone, joined, strict=True):
+        assert [h.ids for h in a] == [h.ids for h in b]
+        assert [h.ended for h in a] == [h.ended for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+        for x, y in zip(a, b, strict=True):
+            n = x.attention.size(1)  # the joined ones have the longest source's columns
+            assert torch.allclose(x.attention, y.attention[:, :n], atol=1e-6)
+            assert not y.attention[:, n:].any()

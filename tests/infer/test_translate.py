@@ -197,10 +197,10 @@ def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
     translator = Translator.load(trained_run / "best.pt", "cpu")
     texts = ["我很好。", "你好！", "我很好。", "他走了。", "你好！"]
     searched = []
-    search = module.greedy if beam == 1 else module.beam_search
+    search = module.greedy if beam == 1 else module.beam_search_batches
 
-    def counting(model, source, *args, **kwargs):
-        searched.append(source.size(0))
+    def counting(model, source, *args, **kwargs):  # beam: all batches at once
+        searched.append(source.size(0) if beam == 1 else sum(b.source.size(0) for b in source))
         return search(model, source, *args, **kwargs)
 
     one_by_one = [
