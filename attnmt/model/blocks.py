@@ -68,10 +68,22 @@ def mm(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     """a (M, K) @ b (K, N) (+ bias (N,)), in blocks of a's rows where `blocked(a)`."""
     if not blocked(a):
         return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+
+    def product(block: Tensor, into: Tensor | None = None) -> Tensor:
+        if bias is None:
+            return torch.mm(block, b, out=into)
+        return torch.addmm(bias, block, b, out=into)
+
+    if len(a) <= BLOCK_ROWS:  # one block: its product without the padding rows, not a copy
+        _, real, block = next(row_blocks(a))
+        return product(block)[:real]
     out = a.new_empty(len(a), b.size(1))
+    direct = not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
     for start, real, block in row_blocks(a):
-        product = torch.mm(block, b) if bias is None else torch.addmm(bias, block, b)
-        out[start : start + real] = product[:real]
+        if direct and real == len(block):  # a whole block, straight into its rows
+            product(block, out[start : start + real])
+        else:
+            out[start : start + real] = product(block)[:real]
     return out
 
 
@@ -123,23 +135,33 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     with its products (forward and backward) in blocks of rows where `runs_blocked(x)`."""
     if not runs_blocked(x):
         return F.linear(x, weight, bias)
-    return _Linear.apply(x, weight, bias, compute_type(x))
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return _Linear.apply(x, weight, bias, compute_type(x))
+    return _linear_rows(x, weight, bias, compute_type(x))[0]  # decoding: no autograd node
+
+
+def _linear_rows(
+    x: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype
+) -> tuple[Tensor, Tensor, Tensor]:
+    """`linear`'s forward in `dtype`: y (..., N), and the rows (M, K) and weight it
+    multiplied, which its backward reads."""
+    with autocast_off(x):
+        rows = x.reshape(-1, x.size(-1)).to(dtype)  # (M, K)
+        w = weight.to(dtype)
+        out = mm(rows, w.t(), None if bias is None else bias.to(dtype))
+    return out.view(*x.shape[:-1], -1), rows, w
 
 
 class _Linear(torch.autograd.Function):
-    """y = x W^T + b with every product in blocks of rows: forward, d x and d W (without
-    autograd, the forward alone)."""
+    """y = x W^T + b with every product in blocks of rows: forward, d x and d W."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, dtype):  # noqa: ANN001, ANN205
-        with autocast_off(x):
-            rows = x.reshape(-1, x.size(-1)).to(dtype)  # (M, K)
-            w = weight.to(dtype)
-            out = mm(rows, w.t(), None if bias is None else bias.to(dtype))
+        out, rows, w = _linear_rows(x, weight, bias, dtype)
         ctx.save_for_backward(rows, w)
         ctx.shape, ctx.has_bias = x.shape, bias is not None
         ctx.dtypes = x.dtype, weight.dtype, None if bias is None else bias.dtype
-        return out.view(*x.shape[:-1], -1)
+        return out
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: ANN001, ANN205
