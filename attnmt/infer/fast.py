@@ -1,15 +1,17 @@
 """Inference's speed tricks, each behind a named seam and each giving exactly the output of the
 plain code it stands for; docs/benchmarks.md has what each saves.
 
-- `row_top_k`: `topk` over a wide vocabulary row, ranked in blocks: faster on CPU.
+- `row_top_k`: `topk` over a wide vocabulary row (or over all of a sentence's beams' rows,
+  each shifted by its beam's log P), ranked in blocks: faster on CPU.
 - `pick_log_probs`: a step's logits and log-probabilities made and reduced a block of rows
-  at a time.
+  (or of sentences) at a time.
 - `once_per_distinct`: a block of input that repeats a sentence searches it once; search is
   deterministic and a sentence's result does not depend on the others in its batch, so each
   repeat gets a copy of the first one's hypotheses.
 
 (The model's own tricks, such as attending once for copied beam hypotheses, are in
-`attnmt.model.fast`.)
+`attnmt.model.fast`; beam search's batches joining a running search, so that a batch's last
+sentences do not step on alone, in `attnmt.infer.search.beam_search_batches`.)
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def pick_log_probs(
 ) -> tuple[Tensor, ...]:
     """`pick(to_logits(inputs).float().log_softmax(-1))` for inputs (n, *) and a `pick` that
     reduces each row on its own to tensors of n rows (a max, a top-k), in blocks of at most
-    `rows` rows and of even size (None: all at once); `to_logits` is the output layer (None:
+    `rows` rows (a row: inputs[i], a sentence's beams for inputs (n, W, F)) and of even size
+    (None: all at once); `to_logits` is the output layer (None:
     the inputs are the logits). `beside` (n, *), if given, is cut into the same blocks and
     each block of it passed to `pick` after the log-probabilities. Faster on CPU: a whole
     step's logits, their fp32 copy and log-probabilities (rows x vocabulary, tens of MB each)

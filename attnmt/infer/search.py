@@ -336,9 +336,10 @@ def beam_search_batches(
 
     A batch's last few sentences would step on alone, a few rows per step at the cost of many.
     So once the running sentences hold fewer than `join_below` source tokens (their number
-    times the longest), the next batch takes its first step (one row a sentence to K) and
-    joins them, its source positions padded to the longest and masked. 0: each batch
-    searches alone.
+    times the longest source among them, padding included), the next batch takes its first
+    step (one row a sentence to K) and joins them, the source positions of both padded to the
+    longer and masked: a joined hypothesis's attention has a column per position of that
+    longer source, zero past its own. 0: each batch searches alone.
     """
     k, waiting = beam_size, deque(batches)
     n_best = min(n_best, k)
@@ -377,7 +378,7 @@ def beam_search_batches(
         words_so_far = beams.tokens.size(2) - beams.first  # (n,)
         previous = beams.tokens[:, :, -1].flatten() if beams.tokens.size(2) else None
         if previous is None:  # the first step
-            previous = torch.full((len(beams.sentences),), BOS_ID, device=device)
+            previous = torch.full((len(beams.sentences),), BOS_ID, dtype=torch.long, device=device)
         features, weights, state = model.decoder.step_features(previous, beams.state)
         at_limit = limits[beams.sentences] <= words_so_far + 1
         ext = extend(
@@ -411,7 +412,7 @@ def beam_search_batches(
     while beams is not None or waiting:
         if beams is None:  # a batch starts afresh
             beams = admit()
-        elif waiting and len(beams.sentences) * int(lengths[beams.sentences].max()) < join_below:
+        elif waiting and len(beams.sentences) * beams.attention.size(-1) < join_below:
             joining = advance(admit())
             if joining is not None:
                 beams = beams.join(joining)

@@ -95,8 +95,10 @@ def translate_ids(
     keep_attention: bool = False,
 ) -> list[list[Hypothesis]]:
     """The n-best hypotheses of each source (ids without EOS), in input order: sources
-    sorted by length, cut into batches of `search.batch_tokens`, each searched (greedy or
-    beam). A source that comes more than once is searched once (`fast.once_per_distinct`)."""
+    sorted by length, cut into batches of `search.batch_tokens`, searched greedily one batch
+    after another, or with beams that let the next batch join a batch's last running
+    sentences (`beam_search_batches`). A source that comes more than once is searched once
+    (`fast.once_per_distinct`)."""
     model.eval()
     if not len(sources):
         return []
@@ -142,7 +144,7 @@ def search_batches(
             join_below=int(search.batch_tokens * JOIN_BELOW),
         )
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    for index, hypotheses in zip(np.concatenate(chunks).tolist(), found, strict=True):
+    for index, hypotheses in zip(by_length.tolist(), found, strict=True):
         for hypothesis in hypotheses:
             if hypothesis.attention is not None:  # drop the batch's padding columns
                 hypothesis.attention = hypothesis.attention[:, : lengths[index]].cpu()

@@ -64,8 +64,14 @@ def row_blocks(x: Tensor, rows: int = BLOCK_ROWS) -> Iterator[tuple[int, int, Te
         yield start, real, block
 
 
+def needs_grad(*tensors: Tensor | None) -> bool:
+    """Whether any of `tensors` (None: absent) requires grad."""
+    return any(t is not None and t.requires_grad for t in tensors)
+
+
 def mm(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
-    """a (M, K) @ b (K, N) (+ bias (N,)), in blocks of a's rows where `blocked(a)`."""
+    """a (M, K) @ b (K, N) (+ bias (N,)), in blocks of a's rows where `blocked(a)` (then
+    possibly the leading rows of a padded block's product)."""
     if not blocked(a):
         return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
 
@@ -74,12 +80,12 @@ def mm(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
             return torch.mm(block, b, out=into)
         return torch.addmm(bias, block, b, out=into)
 
-    if len(a) <= BLOCK_ROWS:  # one block: its product without the padding rows, not a copy
-        _, real, block = next(row_blocks(a))
+    if 0 < len(a) <= BLOCK_ROWS:  # one block: its product without the padding rows (a view)
+        _, real, block = next(row_blocks(a, BLOCK_ROWS))
         return product(block)[:real]
     out = a.new_empty(len(a), b.size(1))
-    direct = not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
-    for start, real, block in row_blocks(a):
+    direct = not (torch.is_grad_enabled() and needs_grad(a, b, bias))
+    for start, real, block in row_blocks(a, BLOCK_ROWS):
         if direct and real == len(block):  # a whole block, straight into its rows
             product(block, out[start : start + real])
         else:
@@ -135,7 +141,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     with its products (forward and backward) in blocks of rows where `runs_blocked(x)`."""
     if not runs_blocked(x):
         return F.linear(x, weight, bias)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+    if torch.is_grad_enabled() and needs_grad(x, weight, bias):
         return _Linear.apply(x, weight, bias, compute_type(x))
     return _linear_rows(x, weight, bias, compute_type(x))[0]  # decoding: no autograd node
 

@@ -274,11 +274,12 @@ def _batches(seed):
         (["attention=coverage"], 0.5),
         (["attention=dot", "attention.window=local_p", "decoder=luong"], 0.0),
         (["encoder=lstm", "decoder=luong", "decoder.input_feeding=false"], 0.2),
+        (["decoder.rnn_type=lstm", "decoder.num_layers=2", "attention=multihead"], 0.0),
     ],
 )
 def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides, beta):
-    # A batch joining mid-search gets K rows a sentence (all but one at -inf), words and
-    # attention after padding, and keys padded to the longer source: none of it may show.
+    # A batch joining mid-search takes its first step alone, then joins with its words and
+    # attention after padding and its keys padded to the longer source: none of it may show.
     from attnmt.infer.search import beam_search_batches
 
     model = tiny_model("decoder.dropout=0.0", *overrides).eval()
@@ -300,3 +301,39 @@ def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides,
             n = x.attention.size(1)  # the joined ones have the longest source's columns
             assert torch.allclose(x.attention, y.attention[:, :n], atol=1e-6)
             assert not y.attention[:, n:].any()
+
+
+@pytest.mark.parametrize("join_below", [1, 20])
+def test_an_ensemble_joins_batches_and_a_batch_may_end_at_its_first_step(join_below):
+    # Limits of 1 end every sentence of the second batch at its first step: nothing joins
+    # from it; the third batch then joins the first's last sentences (join_below 20) or
+    # starts afresh (1: never).
+    from dataclasses import replace
+
+    from attnmt.infer.ensemble import Ensemble
+    from attnmt.infer.search import beam_search_batches
+
+    model = tiny_model("decoder.dropout=0.0").eval()
+    batches = _batches(1)
+    batches[1] = replace(batches[1], limits=torch.ones_like(batches[1].limits))
+    ensemble = Ensemble([model]).eval()
+    alone = beam_search_batches(model, batches, 3, 0.6, False, n_best=3)
+    together = beam_search_batches(ensemble, batches, 3, 0.6, False, 3, join_below=join_below)
+    for a, b in zip(alone, together, strict=True):
+        assert [h.ids for h in a] == [h.ids for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+    assert all(len(h.ids) <= 1 for found in alone[4:7] for h in found)
+
+
+@pytest.mark.parametrize("width", [1, 5])
+def test_row_top_k_ranks_all_beams_of_a_sentence_shifted_by_their_scores(width):
+    torch.manual_seed(width)
+    values = torch.randn(16, width, 4000).log_softmax(-1)  # blocks of 100: the blocked path
+    shifts = -5 * torch.rand(16, width)
+    shifts[3, 1:] = float("-inf")  # a sentence with one live beam
+    values[4, :, 7] = 5.0  # one word best in every beam: the shifts decide
+    top, at = row_top_k(values, 10, shifts)
+    expected, expected_at = (values + shifts.unsqueeze(-1)).view(16, -1).topk(10, dim=-1)
+    assert torch.equal(top, expected) and torch.equal(at, expected_at)
+    if width > 1:
+        assert (at[3] < 4000).all()

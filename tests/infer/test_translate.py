@@ -219,3 +219,27 @@ def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
             for a, b in zip(alone.hypotheses, found.hypotheses, strict=True)
         )
     assert together[0].hypotheses[0] is not together[2].hypotheses[0]
+
+
+def test_small_batches_that_join_a_running_beam_search_translate_as_alone(trained_run, monkeypatch):
+    # batches of one or two sentences (batch_tokens=12), each joining the beams still running
+    from attnmt.infer import search, translate
+
+    monkeypatch.setattr(translate, "JOIN_BELOW", 100.0)  # join whenever a batch waits
+    joins = []
+    join = search.Beams.join
+    monkeypatch.setattr(search.Beams, "join", lambda *args: joins.append(1) or join(*args))
+    translator = Translator.load(trained_run / "best.pt", "cpu")
+    texts = ["我很好。", "你好！", "他走了。", "我们明天去公园。", "他昨天没有来上班。", "好。"]
+    alone = [translator.translate([t], beam_size=4, n_best=2, attention=True)[0] for t in texts]
+    joins.clear()
+    joined = translator.translate(texts, beam_size=4, n_best=2, attention=True, batch_tokens=12)
+    assert len(joins) >= 3
+    for one, found in zip(alone, joined, strict=True):
+        assert [h.text for h in found.hypotheses] == [h.text for h in one.hypotheses]
+        assert [h.score for h in found.hypotheses] == pytest.approx(
+            [h.score for h in one.hypotheses], abs=1e-5
+        )
+        for a, b in zip(one.hypotheses, found.hypotheses, strict=True):
+            assert a.attention.shape == b.attention.shape
+            assert np.allclose(a.attention, b.attention, atol=1e-5)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from attnmt.model import blocks
 
 
-@pytest.mark.parametrize("rows", [1, 127, 128, 1023, 1024, 1025, 2500])
+@pytest.mark.parametrize("rows", [0, 1, 127, 128, 1023, 1024, 1025, 2500])
 def test_blocked_products_equal_the_plain_ones(rows, monkeypatch):
     monkeypatch.setattr(blocks, "BLOCK_ROWS", 512)
     torch.manual_seed(0)
@@ -70,3 +70,17 @@ def test_fp32_products_are_the_plain_ones():
     assert not blocks.blocked(a)
     assert torch.equal(blocks.mm(a, b), a @ b)
     assert torch.equal(blocks.linear(a, b.t()), F.linear(a, b.t()))
+
+
+def test_a_frozen_weight_with_a_trained_bias_gets_its_gradient_over_many_blocks():
+    # Whole blocks are written straight into the output only where no autograd graph is
+    # wanted: here the bias alone requires grad.
+    torch.manual_seed(0)
+    x = torch.randn(2500, 24).to(torch.bfloat16)
+    weight = torch.randn(40, 24).to(torch.bfloat16)
+    bias = torch.randn(40).to(torch.bfloat16).requires_grad_()
+    blocks.linear(x, weight, bias).float().sum().backward()
+    assert torch.allclose(bias.grad.float(), torch.full((40,), 2500.0), rtol=0.01)
+    with torch.no_grad():  # decoding: no autograd node, the same numbers
+        plain = F.linear(x, weight, bias)
+        torch.testing.assert_close(blocks.linear(x, weight, bias), plain, rtol=0.02, atol=0.05)
