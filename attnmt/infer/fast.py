@@ -78,8 +78,8 @@ def pick_log_probs(
     """`pick(to_logits(inputs).float().log_softmax(-1))` for inputs (n, *) and a `pick` that
     reduces each row on its own to tensors of n rows (a max, a top-k), in blocks of at most
     `rows` rows (a row: inputs[i], a sentence's beams for inputs (n, W, F)) and of even size
-    (None: all at once); `to_logits` is the output layer (None:
-    the inputs are the logits). `beside` (n, *), if given, is cut into the same blocks and
+    (None: all at once); `to_logits` is the output layer (None: the inputs are the logits).
+    `beside` (n, *), if given, is cut into the same blocks and
     each block of it passed to `pick` after the log-probabilities. Faster on CPU: a whole
     step's logits, their fp32 copy and log-probabilities (rows x vocabulary, tens of MB each)
     would each pass through memory, where a block's stay in the cache (docs/benchmarks.md has

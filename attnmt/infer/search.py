@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from attnmt.infer.ensemble import Ensemble, EnsembleState
 from attnmt.infer.fast import block_rows, pick_log_probs, row_top_k
 from attnmt.model.seq2seq import Seq2Seq
-from attnmt.model.state import DecoderState, pad_to
+from attnmt.model.state import DecoderState, join_rows
 from attnmt.vocab import BOS_ID, EOS_ID
 
 
@@ -166,24 +166,16 @@ class Beams:
         attention rows padded at the front to as many as these, the source axes at the end
         to the longer source."""
         lead = self.tokens.size(2) - other.tokens.size(2)
-        length = max(self.attention.size(-1), other.attention.size(-1))
         attention = other.attention
         if attention.size(2):  # kept: zero rows before its first word's
             attention = F.pad(attention, (0, 0, lead, 0))
-
-        def cat(x: Tensor, y: Tensor) -> Tensor:
-            return torch.cat([pad_to(x, -1, length), pad_to(y, -1, length)])
-
-        coverage = None
-        if self.coverage is not None and other.coverage is not None:
-            coverage = cat(self.coverage, other.coverage)
         return Beams(
             torch.cat([self.sentences, other.sentences]),
             torch.cat([self.first, other.first + lead]),
             torch.cat([self.scores, other.scores]),
             torch.cat([self.tokens, F.pad(other.tokens, (lead, 0), value=BOS_ID)]),
-            cat(self.attention, attention),
-            coverage,
+            join_rows(self.attention, attention, 0, -1),
+            join_rows(self.coverage, other.coverage, 0, -1),
             self.state.join(other.state),
         )
 
@@ -376,8 +368,9 @@ def beam_search_batches(
         """One step of `beams`: the next ones, without the sentences that are done (None
         when all are)."""
         words_so_far = beams.tokens.size(2) - beams.first  # (n,)
-        previous = beams.tokens[:, :, -1].flatten() if beams.tokens.size(2) else None
-        if previous is None:  # the first step
+        if beams.tokens.size(2):
+            previous = beams.tokens[:, :, -1].flatten()
+        else:  # the first step
             previous = torch.full((len(beams.sentences),), BOS_ID, dtype=torch.long, device=device)
         features, weights, state = model.decoder.step_features(previous, beams.state)
         at_limit = limits[beams.sentences] <= words_so_far + 1

@@ -119,9 +119,8 @@ def search_batches(
     """`translate_ids` of sources that are all different."""
     lengths = np.array([len(s) + 1 for s in sources])
     by_length = np.argsort(lengths, kind="stable")
-    chunks = chunk_by_tokens(by_length, lengths, search.batch_tokens)
     batches = []
-    for indices in chunks:
+    for indices in chunk_by_tokens(by_length, lengths, search.batch_tokens):
         source = pad([sources[i] for i in indices], None, EOS_ID).to(device)
         source_lengths = torch.from_numpy(lengths[indices])
         limits = max_lengths(source_lengths, search.max_length_a, search.max_length_b)

@@ -41,15 +41,11 @@ def blocked(x: Tensor) -> bool:
     return onednn_type(x.dtype, x.device)
 
 
-def round_up(rows: int) -> int:
-    """`rows` rounded up to a multiple of ROW_MULTIPLE."""
-    return -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE
-
-
 def padded_rows(rows: int, dtype: torch.dtype, device: torch.device) -> int:
-    """The rows of a buffer whose products repeat at every step, zero past `rows`:
-    `round_up(rows)` where products of `dtype` on `device` run on oneDNN, else `rows`."""
-    return round_up(rows) if onednn_type(dtype, device) else rows
+    """The rows of a buffer whose products repeat at every step, zero past `rows`: `rows`
+    rounded up to a multiple of ROW_MULTIPLE where products of `dtype` on `device` run on
+    oneDNN, else `rows`."""
+    return -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE if onednn_type(dtype, device) else rows
 
 
 def row_blocks(x: Tensor, rows: int = BLOCK_ROWS) -> Iterator[tuple[int, int, Tensor]]:

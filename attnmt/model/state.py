@@ -66,39 +66,38 @@ class DecoderState:
         """This state's rows and sentences, then `other`'s (a batch joining a running search;
         both with the same rows per sentence): the per-sentence tensors padded at the end to
         the longer source, the new positions masked out, so that no row attends to them."""
-        length = max(self.keys.size(1), other.keys.size(1))
-
-        def cat(
-            x: Tensor | None, y: Tensor | None, dim: int, source_dim: int | None
-        ) -> Tensor | None:
-            if x is None or y is None:
-                return None
-            if source_dim is not None:  # pad dim `source_dim` to `length`
-                x, y = (pad_to(t, source_dim, length) for t in (x, y))
-            return torch.cat([x, y], dim)
-
         copies = None
         if self.copies is not None or other.copies is not None:
             rows, more = self.hidden.size(1), other.hidden.size(1)
             copies = _join_copies(self.copies, other.copies, rows, more, self.hidden.device)
         return DecoderState(
-            cat(self.hidden, other.hidden, 1, None),
-            cat(self.cell, other.cell, 1, None),
-            cat(self.keys, other.keys, 0, 1),
-            cat(self.prepared_keys, other.prepared_keys, 0, 1),
-            cat(self.mask, other.mask, 0, 1),
-            cat(self.feed, other.feed, 0, None),
-            cat(self.coverage, other.coverage, 0, 1),
+            join_rows(self.hidden, other.hidden, 1),
+            join_rows(self.cell, other.cell, 1),
+            join_rows(self.keys, other.keys, 0, 1),
+            join_rows(self.prepared_keys, other.prepared_keys, 0, 1),
+            join_rows(self.mask, other.mask, 0, 1),
+            join_rows(self.feed, other.feed, 0),
+            join_rows(self.coverage, other.coverage, 0, 1),
             copies,
         )
 
 
-def pad_to(x: Tensor, dim: int, length: int) -> Tensor:
-    """x padded with zeros (False) at the end of `dim` to `length`."""
-    extra = length - x.size(dim)
-    if not extra:
-        return x
-    return F.pad(x, (0, 0) * (x.dim() - 1 - dim % x.dim()) + (0, extra))
+def join_rows(
+    x: Tensor | None, y: Tensor | None, dim: int, source_dim: int | None = None
+) -> Tensor | None:
+    """x then y along `dim` (None where either is absent); with `source_dim`, both first
+    padded with zeros (False) at the end of that axis to the longer of the two."""
+    if x is None or y is None:
+        return None
+    if source_dim is not None:
+        length = max(x.size(source_dim), y.size(source_dim))
+
+        def pad(t: Tensor) -> Tensor:
+            after = (0, 0) * (t.dim() - 1 - source_dim % t.dim())
+            return F.pad(t, (*after, 0, length - t.size(source_dim)))
+
+        x, y = pad(x), pad(y)
+    return torch.cat([x, y], dim)
 
 
 def _join_copies(
