@@ -142,6 +142,11 @@ def quantize(model: torch.nn.Module, kind: str | None, device: torch.device) -> 
     from torch.ao.quantization import quantize_dynamic
 
     layers = {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM, torch.nn.RNN}
+    for module in model.modules():
+        # quantize_dynamic swaps exact types: a fast twin (`attnmt.model.fast`) of one of these
+        # layers, which says so in `twin_of`, is quantized as the layer it equals
+        if getattr(type(module), "twin_of", None) in layers:
+            module.__class__ = type(module).twin_of
     with warnings.catch_warnings():  # torch.ao.quantization's deprecation notice
         warnings.simplefilter("ignore")
         return quantize_dynamic(model, layers, dtype=torch.qint8)

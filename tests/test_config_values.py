@@ -25,7 +25,7 @@ from attnmt.config import to_dataclass
 from attnmt.data.config import DataConfig
 from attnmt.data.sources import source_of
 from attnmt.errors import ConfigError
-from attnmt.model.seq2seq import build_model
+from attnmt.model.build import build_model
 from attnmt.options import option_names
 from attnmt.train.state import TrainerConfig
 from tests.conftest import compose_config, plain
@@ -75,7 +75,7 @@ def train_check(overrides):
 TRAIN_KEYS = [
     k
     for k in leaf_keys(plain(compose_config("train", [])))
-    if k.split(".")[0] in ("trainer", "data", "encoder", "decoder", "attention")
+    if k.split(".")[0] in ("trainer", "data", "model", "encoder", "decoder", "attention")
 ]
 
 

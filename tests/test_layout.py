@@ -137,3 +137,35 @@ def test_every_path_in_the_architecture_doc_is_real():
     paths = set(re.findall(r"(?:attnmt|configs|tests|scripts)/[\w/]+\.(?:py|yaml)", doc))
     paths -= {"configs/attention/cosine.yaml"}  # the doc's own example of adding a scorer
     assert paths and [p for p in paths if not (PACKAGE.parent / p).exists()] == []
+
+
+# The model as the lesson writes it (docs/architecture.md), and the speed modules it must never
+# reach, directly or through another module: the fast twins come in at build time instead.
+PLAIN_MODEL = {
+    f"attnmt.model.{name}" for name in ("attention", "decoder", "encoder", "state", "seq2seq")
+}
+SPEED_MODULES = {
+    f"attnmt.model.{name}" for name in ("fast", "fused", "blocks", "accelerate", "build")
+}
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    found, todo = set(), [start]
+    while todo:
+        for other in graph[todo.pop()] - found:
+            found.add(other)
+            todo.append(other)
+    return found
+
+
+def test_the_plain_model_imports_nothing_fast():
+    graph = {name: imported(path) - {name} for name, path in MODULES.items()}
+    assert {name: reachable(graph, name) & SPEED_MODULES for name in PLAIN_MODEL} == {
+        name: set() for name in PLAIN_MODEL
+    }
+
+
+def test_the_speed_check_finds_an_indirect_import():
+    graph = {"a": {"b"}, "b": {"attnmt.model.fused"}, "attnmt.model.fused": set()}
+    assert reachable(graph, "a") & SPEED_MODULES == {"attnmt.model.fused"}

@@ -30,7 +30,8 @@ from attnmt.infer.search import (
     greedy,
     max_lengths,
 )
-from attnmt.model.seq2seq import Seq2Seq, build_model
+from attnmt.model.build import build_model
+from attnmt.model.seq2seq import Seq2Seq
 from attnmt.runtime import check_dtype, pick_device
 from attnmt.runtime import quantize as quantize_model
 from attnmt.vocab import EOS_ID, EOS_PIECE

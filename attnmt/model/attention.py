@@ -44,7 +44,6 @@ from torch import Tensor, nn
 from attnmt import options
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.model.blocks import apply_linear
 
 
 def attend(
@@ -102,9 +101,7 @@ class LocalWindow(nn.Module):
         """query (B, G, Dq), mask (B, S) -> which positions lie in each query's window (B, G, S)
         and the Gaussian that multiplies their weights (B, G, S)."""
         length = mask.sum(-1).view(-1, 1, 1).float()  # S: (B, 1, 1)
-        where = torch.sigmoid(
-            apply_linear(self.v_p, torch.tanh(apply_linear(self.W_p, query))).float()
-        )  # (B, G, 1)
+        where = torch.sigmoid(self.v_p(torch.tanh(self.W_p(query))).float())  # (B, G, 1)
         position = length * where  # p = S sigmoid(v_p^T tanh(W_p q))
         source = torch.arange(mask.size(-1), device=mask.device, dtype=torch.float)  # i: (S,)
         distance = source - position  # i - p: (B, G, S)
@@ -209,11 +206,11 @@ class AdditiveAttention(Attention):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def prepare_keys(self, keys: Tensor) -> Tensor:
-        return apply_linear(self.W, keys)  # W h: (B, S, A)
+        return self.W(keys)  # W h: (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        energy = torch.tanh(keys.unsqueeze(1) + apply_linear(self.U, query).unsqueeze(2))
-        return apply_linear(self.v, energy).squeeze(-1)  # (B, G, S, A) -> (B, G, S)
+        energy = torch.tanh(keys.unsqueeze(1) + self.U(query).unsqueeze(2))
+        return self.v(energy).squeeze(-1)  # (B, G, S, A) -> (B, G, S)
 
 
 class CoverageAttention(AdditiveAttention):
@@ -236,11 +233,11 @@ class CoverageAttention(AdditiveAttention):
             coverage = keys.new_zeros(query.size(0), query.size(1), keys.size(1))
         energy = (
             keys.unsqueeze(1)  # W h_i: (B, 1, S, A)
-            + apply_linear(self.U, query).unsqueeze(2)  # U q: (B, G, 1, A)
+            + self.U(query).unsqueeze(2)  # U q: (B, G, 1, A)
             # c is summed in fp32; V may hold bf16 weights (dtype=bfloat16)
-            + apply_linear(self.V, coverage.unsqueeze(-1).to(self.V.weight.dtype))  # V c_i
+            + self.V(coverage.unsqueeze(-1).to(self.V.weight.dtype))  # V c_i
         )
-        return apply_linear(self.v, torch.tanh(energy)).squeeze(-1)  # (B, G, S)
+        return self.v(torch.tanh(energy)).squeeze(-1)  # (B, G, S)
 
 
 class DotAttention(Attention):
@@ -267,7 +264,7 @@ class BilinearAttention(Attention):
         self.W = nn.Linear(query_dim, key_dim, bias=False)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        return apply_linear(self.W, query) @ keys.transpose(1, 2)  # h^T (W q): (B, G, S)
+        return self.W(query) @ keys.transpose(1, 2)  # h^T (W q): (B, G, S)
 
 
 class MultiHeadAttention(Attention):
@@ -296,11 +293,11 @@ class MultiHeadAttention(Attention):
         return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (B, n, A) -> (B, H, n, A/H)
 
     def prepare_keys(self, keys: Tensor) -> Tensor:
-        return apply_linear(self.KV, keys)  # [K h; V h]: (B, S, 2A)
+        return self.KV(keys)  # [K h; V h]: (B, S, 2A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         projected_keys = self._split_heads(keys.chunk(2, dim=-1)[0])  # (B, H, S, A/H)
-        projected_query = self._split_heads(apply_linear(self.Q, query))  # (B, H, G, A/H)
+        projected_query = self._split_heads(self.Q(query))  # (B, H, G, A/H)
         scores = projected_query @ projected_keys.transpose(-1, -2)  # (B, H, G, S)
         return scores / math.sqrt(projected_query.shape[-1])
 
@@ -309,7 +306,7 @@ class MultiHeadAttention(Attention):
 
     def merge_heads(self, context: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
         # context (B, H, G, A/H) -> O [head_1; ...; head_H]: (B, G, Dk); weights: their mean
-        return apply_linear(self.O, context.transpose(1, 2).flatten(2)), weights.mean(dim=1)
+        return self.O(context.transpose(1, 2).flatten(2)), weights.mean(dim=1)
 
 
 def build_attention(name: str, query_dim: int, key_dim: int, **options_: object) -> Attention:

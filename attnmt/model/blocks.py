@@ -9,8 +9,9 @@ step than the products themselves (docs/benchmarks.md). Here the rows go in bloc
 product takes one of a few shapes and its kernel is compiled once per run. The zero rows add
 nothing to a result and are cut off.
 
-`apply_linear(layer, x)` runs an `nn.Linear` this way under bf16 autocast (forward and
-backward, `linear`); `mm` and `mm_at` are the products for code that forms its own gradients.
+`linear` runs a linear layer this way (forward and backward; `fast.BlockedLinear` is the
+twin of `nn.Linear` that calls it); `mm` and `mm_at` are the products for code that forms its
+own gradients.
 Off the CPU, or in fp32 (whose products run on MKL, which compiles nothing per shape), they are
 the plain products.
 
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 BLOCK_ROWS = 1024
 ROW_MULTIPLE = 128
@@ -122,14 +123,6 @@ def runs_blocked(x: Tensor) -> bool:
     autocast on the CPU, or with x in bf16 there (decoding with bf16 weights, where every
     search step has its own row count)."""
     return onednn_type(compute_type(x), x.device)
-
-
-def apply_linear(layer: nn.Module, x: Tensor) -> Tensor:
-    """`layer(x)`, with an `nn.Linear`'s product in blocks of rows where `runs_blocked(x)`
-    (`linear`); any other layer (an identity, an int8 one) is simply called."""
-    if type(layer) is nn.Linear and runs_blocked(x):
-        return linear(x, layer.weight, layer.bias)
-    return layer(x)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -17,11 +17,8 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.errors import ConfigError
-from attnmt.model.attention import AdditiveAttention, Attention
-from attnmt.model.blocks import apply_linear, blocked
+from attnmt.model.attention import Attention
 from attnmt.model.encoder import EncoderOutput, check_rnn_sizes, rnn_class
-from attnmt.model.fast import Dropout, attend_copies
-from attnmt.model.fused import bahdanau_gru_loop, gru_step
 from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
 
@@ -58,7 +55,7 @@ class Bridge(nn.Module):
             if self.init == "mean":
                 real = mask.unsqueeze(-1).to(states.dtype)  # (B, S, 1)
                 source = (states * real).sum(1) / real.sum(1)  # (B, D)
-            start = torch.tanh(apply_linear(self.W, source))
+            start = torch.tanh(self.W(source))
         parts = start.view(batch, self.parts, self.num_layers, self.hidden_size).permute(1, 2, 0, 3)
         return parts[0].contiguous(), parts[1].contiguous() if self.parts == 2 else None
 
@@ -94,7 +91,7 @@ class AttentionDecoder(nn.Module):
             dropout=dropout if num_layers > 1 else 0.0,
         )
         self.bridge = Bridge(init, encoder_dim, hidden_size, num_layers, rnn_type == "lstm")
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(output_input_size, vocab_size)
         if tie_embeddings:
             if output_input_size != embedding_dim:
@@ -117,24 +114,16 @@ class AttentionDecoder(nn.Module):
     def rnn_step(self, rnn_input: Tensor, state: DecoderState) -> DecoderState:
         """One step of the (stacked) RNN: rnn_input (B, in) -> new hidden (and cell)."""
         previous = state.hidden if state.cell is None else (state.hidden, state.cell)
-        gru = type(self.rnn) is nn.GRU and self.rnn.num_layers == 1
-        if gru and blocked(rnn_input) and not torch.is_grad_enabled():  # bf16 decoding
-            hidden, cell = gru_step(rnn_input, state.hidden[0], self.rnn).unsqueeze(0), None
-        else:
-            _, new = self.rnn(rnn_input.unsqueeze(1), previous)
-            hidden, cell = new if isinstance(new, tuple) else (new, None)
-        return replace(state, hidden=hidden, cell=cell, copies=None)  # rows differ from now on
+        _, new = self.rnn(rnn_input.unsqueeze(1), previous)
+        hidden, cell = new if isinstance(new, tuple) else (new, None)
+        return replace(state, hidden=hidden, cell=cell)
 
     def attend(self, query: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
         """context = sum_i a_i h_i (B, H) and the weights a (B, S) for query q (B, H), and the
         state with a added to its coverage, c_i + a_i (for a scorer that reads coverage)."""
-        sentence = (state.keys, state.mask, state.prepared_keys)
-        if state.copies is not None:  # copied beam hypotheses attend once (fast.py)
-            context, weights = attend_copies(
-                self.attention, query, *sentence, state.copies, state.coverage
-            )
-        else:
-            context, weights = self.attention(query, *sentence, state.coverage)
+        context, weights = self.attention(
+            query, state.keys, state.mask, state.prepared_keys, state.coverage
+        )
         if state.coverage is not None:
             state = replace(state, coverage=state.coverage + weights)  # c_i += a_i
         return context, weights, state
@@ -160,8 +149,8 @@ class AttentionDecoder(nn.Module):
         self, previous: Tensor, state: DecoderState
     ) -> tuple[Tensor, Tensor, DecoderState]:
         """previous words (B,) -> output features (B, F), attention weights (B, S), the next
-        state: `step` short of the output layer, for a search that applies `logits` itself, a
-        block of rows at a time (`attnmt.infer.fast.pick_log_probs`)."""
+        state: `step` short of the output layer, for a search that applies `logits` itself
+        (`attnmt.infer.search`)."""
         return self.features_step(self.dropout(self.embedding(previous)), state)
 
     def step(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
@@ -187,7 +176,7 @@ class AttentionDecoder(nn.Module):
 
     def logits(self, features: Tensor) -> Tensor:
         """features (..., F) -> logits (..., V)."""
-        return apply_linear(self.output, self.output_inputs(features))
+        return self.output(self.output_inputs(features))
 
     def output_inputs(self, features: Tensor) -> Tensor:
         """What the output layer multiplies: the features after dropout (..., F)."""
@@ -195,12 +184,12 @@ class AttentionDecoder(nn.Module):
 
     def output_weights(self) -> tuple[Tensor, Tensor]:
         """The output layer's weight (V, F) and bias (V,): `logits = inputs W^T + b`, for a
-        loss that computes the product itself (in blocks, `attnmt.train.loss`)."""
+        loss that computes the product itself (`attnmt.train.loss`)."""
         return self.output.weight, self.output.bias
 
     def compile_step(self) -> None:
         """Run the recurrent step through `torch.compile` (once for any batch size): its many
-        small element-wise ops become a few fused kernels. For CUDA, where each costs a launch.
+        small element-wise ops become a few compiled kernels. For CUDA, where each costs a launch.
         """
         self.recur = torch.compile(self.recur, dynamic=True)  # type: ignore[method-assign]
 
@@ -247,39 +236,7 @@ class BahdanauDecoder(AttentionDecoder):
 
     def features(self, parts: Tensor) -> Tensor:
         # parts: [q_t; context_t; embedding(y_{t-1})]
-        return torch.tanh(apply_linear(self.W_o, parts))
-
-    def forward(self, previous: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
-        """Teacher forcing, as `AttentionDecoder.forward`; on CPU, a one-layer GRU with the
-        plain additive scorer (the default model) runs the loop as `fused.bahdanau_gru_loop`,
-        the same formulas with the backward pass written out."""
-        if not self.runs_fused(state):
-            return super().forward(previous, state)
-        embedded = self.dropout(self.embedding(previous))  # (B, T, E)
-        rnn, scorer = self.rnn, self.attention
-        queries, contexts, weights = bahdanau_gru_loop(
-            embedded,
-            state.hidden[0],
-            state.keys,
-            state.prepared_keys,
-            state.mask,
-            (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0),
-            (scorer.U.weight, scorer.v.weight),
-        )  # q_t (B, T, H), context_t (B, T, H), a (B, T, S)
-        return self.features(torch.cat([queries, contexts, embedded], -1)), weights
-
-    def runs_fused(self, state: DecoderState) -> bool:
-        """Whether teacher forcing takes `fused.bahdanau_gru_loop` (see `forward`)."""
-        rnn = self.rnn
-        return (
-            state.keys.device.type == "cpu"
-            and type(self.attention) is AdditiveAttention
-            and self.attention.window is None
-            and type(rnn) is nn.GRU
-            and rnn.num_layers == 1
-            and rnn.bias
-            and state.copies is None
-        )
+        return torch.tanh(self.W_o(parts))
 
 
 class LuongDecoder(AttentionDecoder):
@@ -335,7 +292,7 @@ class LuongDecoder(AttentionDecoder):
             queries.reshape(batch * steps, width), state.keys, state.mask, state.prepared_keys
         )  # (B*T, H), (B*T, S)
         context = context.view(batch, steps, -1)
-        attentional = torch.tanh(apply_linear(self.W_c, torch.cat([context, queries], -1)))
+        attentional = torch.tanh(self.W_c(torch.cat([context, queries], -1)))
         return attentional, weights.view(batch, steps, -1)
 
     def recur(self, embedded: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:

@@ -12,7 +12,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnmt.config import in_range
 from attnmt.errors import ConfigError
-from attnmt.model.fast import Dropout, padded_rnn
 from attnmt.vocab import PAD_ID
 
 RNN_TYPES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
@@ -63,7 +62,7 @@ class RNNEncoder(nn.Module):
         super().__init__()
         check_rnn_sizes("encoder", embedding_dim, hidden_size, num_layers, dropout)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.rnn = rnn_class(rnn_type, "encoder.rnn_type")(
             embedding_dim,
             hidden_size,
@@ -74,31 +73,13 @@ class RNNEncoder(nn.Module):
         )
         self.directions = 2 if bidirectional else 1
         self.output_size = hidden_size * self.directions
-        # one-layer, one-way RNNs of the same kind by input width, for `fast.padded_rnn`; plain
-        # attributes (not submodules): they lend their code, never their weights (on the meta
-        # device), and are never saved
-        self.__dict__["one_way_rnns"] = {}
-
-    def one_way(self, input_size: int) -> nn.RNNBase:
-        """A one-layer, one-way RNN of this encoder's kind and width reading `input_size`."""
-        rnns = self.__dict__["one_way_rnns"]
-        if input_size not in rnns:  # on the meta device: no memory, and no draw from the RNG
-            rnns[input_size] = type(self.rnn)(
-                input_size, self.rnn.hidden_size, batch_first=True, device="meta"
-            )
-        return rnns[input_size]
 
     def forward(self, source: Tensor, source_lengths: Tensor) -> EncoderOutput:
         """source (B, S) ids, source_lengths (B,) -> states (B, S, D), final (B, D).
 
-        On CPU over padded sentences (`fast.padded_rnn`: the same numbers, faster there);
-        elsewhere (and int8-quantized) over packed sequences, which cuDNN runs in one fused
-        call."""
+        The RNN reads packed sequences, so padding never reaches a real position."""
         embedded = self.dropout(self.embedding(source))  # (B, S, E)
         mask = source != PAD_ID
-        if embedded.device.type == "cpu" and isinstance(self.rnn, nn.RNNBase):  # not int8
-            states, top = padded_rnn(self.rnn, embedded, source_lengths, self.one_way)
-            return EncoderOutput(self.dropout(states), top, mask)
         packed = pack_padded_sequence(
             embedded, source_lengths.cpu(), batch_first=True, enforce_sorted=False
         )

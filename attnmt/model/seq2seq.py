@@ -1,4 +1,4 @@
-"""The encoder-decoder with soft attention, assembled from config in one place (`build_model`).
+"""The encoder-decoder with soft attention (`build.build_model` builds it from a config).
 
 Sizes meet in one documented way: the keys the decoder attends over are the encoder states
 projected to the decoder's width, keys = P h_i (P bias-free; the identity when the widths already
@@ -10,17 +10,10 @@ Shapes: B batch, S source length, T target length, D encoder width, H decoder wi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from torch import Tensor, nn
 
-from attnmt import options
-from attnmt.config import checked, in_range
-from attnmt.errors import ConfigError
-from attnmt.model.blocks import apply_linear
 from attnmt.model.decoder import AttentionDecoder
-from attnmt.model.encoder import MAX_WIDTH, EncoderOutput, RNNEncoder
+from attnmt.model.encoder import EncoderOutput, RNNEncoder
 from attnmt.model.state import DecoderState
 
 
@@ -39,7 +32,7 @@ class Seq2Seq(nn.Module):
     def encode(self, source: Tensor, source_lengths: Tensor) -> tuple[EncoderOutput, DecoderState]:
         """source (B, S) -> the encoder's output and the decoder's initial state."""
         encoder_output = self.encoder(source, source_lengths)
-        keys = apply_linear(self.key_projection, encoder_output.states)  # P h_i: (B, S, H)
+        keys = self.key_projection(encoder_output.states)  # P h_i: (B, S, H)
         return encoder_output, self.decoder.init_state(encoder_output, keys)
 
     def forward(
@@ -52,24 +45,6 @@ class Seq2Seq(nn.Module):
 
     def logits(self, features: Tensor) -> Tensor:
         return self.decoder.logits(features)
-
-
-def build_model(config: Mapping[str, Any], src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """The model of a config with `encoder`, `decoder` and `attention` groups (each `_target_`)."""
-    encoder = options.build(config["encoder"], "encoder", vocab_size=src_vocab_size)
-    if "hidden_size" not in config["decoder"]:
-        raise ConfigError("decoder.hidden_size is required: it sets the query and key width")
-    hidden = checked(config["decoder"]["hidden_size"], int, "decoder.hidden_size")
-    in_range("decoder.hidden_size", hidden, 1, MAX_WIDTH)  # the attention is built first
-    attention = options.build(config["attention"], "attention", query_dim=hidden, key_dim=hidden)
-    decoder = options.build(
-        config["decoder"],
-        "decoder",
-        vocab_size=tgt_vocab_size,
-        attention=attention,
-        encoder_dim=encoder.output_size,
-    )
-    return Seq2Seq(encoder, decoder)
 
 
 def parameter_summary(model: nn.Module) -> str:

@@ -6,13 +6,11 @@ layers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
-
-from attnmt.model.fast import copies_of
 
 
 @dataclass
@@ -32,16 +30,12 @@ class DecoderState:
     feed: Tensor | None  # (R, H), Luong input feeding: the previous attentional vector
     # (R, S), for a scorer that reads it: the sum of each hypothesis's past attention weights.
     coverage: Tensor | None = None
-    # Rows that are copies of one row, until the next RNN step changes them: the first row of
-    # each distinct one (P,) and which of those each row is (R,); None when all differ.
-    copies: tuple[Tensor, Tensor] | None = None
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> DecoderState:
         """The states of hypothesis `rows` (R'), in that order, and, when given, of `sentences`
         (B'): reorders, grows or shrinks. Each sentence's rows must stay consecutive; without
         `sentences` the sentences stay as they are (beam search moving and multiplying
-        hypotheses within each sentence). A row picked more than once is noted in `copies`:
-        its copies share all of its row state, coverage included.
+        hypotheses within each sentence).
         """
 
         def pick(x: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
@@ -51,34 +45,30 @@ class DecoderState:
         if sentences is not None:
             keys, prepared_keys = pick(keys, sentences), pick(prepared_keys, sentences)
             mask = pick(mask, sentences)
-        return DecoderState(
-            pick(self.hidden, rows, 1),
-            pick(self.cell, rows, 1),
-            keys,
-            prepared_keys,
-            mask,
-            pick(self.feed, rows),
-            pick(self.coverage, rows),
-            copies_of(rows),
+        return replace(
+            self,
+            hidden=pick(self.hidden, rows, 1),
+            cell=pick(self.cell, rows, 1),
+            keys=keys,
+            prepared_keys=prepared_keys,
+            mask=mask,
+            feed=pick(self.feed, rows),
+            coverage=pick(self.coverage, rows),
         )
 
     def join(self, other: DecoderState) -> DecoderState:
         """This state's rows and sentences, then `other`'s (a batch joining a running search;
         both with the same rows per sentence): the per-sentence tensors padded at the end to
         the longer source, the new positions masked out, so that no row attends to them."""
-        copies = None
-        if self.copies is not None or other.copies is not None:
-            rows, more = self.hidden.size(1), other.hidden.size(1)
-            copies = _join_copies(self.copies, other.copies, rows, more, self.hidden.device)
-        return DecoderState(
-            join_rows(self.hidden, other.hidden, 1),
-            join_rows(self.cell, other.cell, 1),
-            join_rows(self.keys, other.keys, 0, 1),
-            join_rows(self.prepared_keys, other.prepared_keys, 0, 1),
-            join_rows(self.mask, other.mask, 0, 1),
-            join_rows(self.feed, other.feed, 0),
-            join_rows(self.coverage, other.coverage, 0, 1),
-            copies,
+        return replace(
+            self,
+            hidden=join_rows(self.hidden, other.hidden, 1),
+            cell=join_rows(self.cell, other.cell, 1),
+            keys=join_rows(self.keys, other.keys, 0, 1),
+            prepared_keys=join_rows(self.prepared_keys, other.prepared_keys, 0, 1),
+            mask=join_rows(self.mask, other.mask, 0, 1),
+            feed=join_rows(self.feed, other.feed, 0),
+            coverage=join_rows(self.coverage, other.coverage, 0, 1),
         )
 
 
@@ -98,21 +88,3 @@ def join_rows(
 
         x, y = pad(x), pad(y)
     return torch.cat([x, y], dim)
-
-
-def _join_copies(
-    first: tuple[Tensor, Tensor] | None,
-    second: tuple[Tensor, Tensor] | None,
-    rows: int,
-    more: int,
-    device: torch.device,
-) -> tuple[Tensor, Tensor]:
-    """The `copies` of `rows` rows whose copies are `first`, then `more` rows whose copies are
-    `second` (None: every row distinct)."""
-
-    def whole(copies: tuple[Tensor, Tensor] | None, count: int) -> tuple[Tensor, Tensor]:
-        every = torch.arange(count, device=device)
-        return (every, every) if copies is None else copies
-
-    (a_first, a_inverse), (b_first, b_inverse) = whole(first, rows), whole(second, more)
-    return torch.cat([a_first, b_first + rows]), torch.cat([a_inverse, b_inverse + len(a_first)])

@@ -24,7 +24,8 @@ from attnmt.data.tokenizer import load_sentencepiece
 from attnmt.errors import ConfigError
 from attnmt.infer.checkpoint import tokenizer_entry
 from attnmt.infer.translate import SearchConfig, Translator
-from attnmt.model.seq2seq import build_model, parameter_summary
+from attnmt.model.build import build_model
+from attnmt.model.seq2seq import parameter_summary
 from attnmt.runtime import amp_dtype, keep_freed_memory, limit_onednn_cache, set_threads
 from attnmt.train import distributed
 from attnmt.train.init import adopt, read_start

@@ -1,14 +1,13 @@
 """Every encoder x decoder x scorer builds and trains; padding, state shapes, the step API."""
 
 import itertools
-from dataclasses import replace
 
 import pytest
 import torch
 
 from attnmt.errors import ConfigError
-from attnmt.model.fast import copies_of
-from attnmt.model.seq2seq import build_model, parameter_summary
+from attnmt.model.build import build_model
+from attnmt.model.seq2seq import parameter_summary
 from attnmt.options import option_names
 from attnmt.vocab import PAD_ID
 from tests.conftest import compose_config, plain
@@ -124,47 +123,6 @@ def test_step_api_equals_teacher_forcing_and_state_reorders(overrides):
         assert torch.allclose(logits, forced[:, 0].repeat_interleave(2, dim=0), atol=1e-6)
 
 
-def test_copies_name_each_repeated_rows_first_position():
-    first, inverse = copies_of(torch.tensor([3, 3, 5, 3, 7, 5]))
-    assert first.tolist() == [0, 2, 4] and inverse.tolist() == [0, 0, 1, 0, 2, 1]
-    assert copies_of(torch.tensor([4, 1, 2])) is None
-
-
-@pytest.mark.parametrize(
-    "decoder,attention",
-    list(itertools.product(option_names("decoder"), option_names("attention"))),
-)
-def test_copied_rows_attend_once_with_the_numbers_each_would_get(decoder, attention, monkeypatch):
-    model = tiny_model(f"decoder={decoder}", f"attention={attention}").eval()
-    source, lengths, _ = batch()
-    with torch.no_grad():
-        _, state = model.encode(source, lengths)
-        two = state.select(torch.arange(3).repeat_interleave(2))  # 2 hypotheses a sentence
-        _, _, state = model.decoder.step(torch.tensor([5, 6, 7, 8, 9, 10]), two)
-        assert state.copies is None  # after the step, the two differ
-        rows = torch.tensor([0, 0, 1, 3, 2, 3, 5, 5, 5])  # 3 a sentence, from 5 distinct rows
-        copied = state.select(rows)
-        words = torch.tensor([5, 6, 7, 8, 9, 10, 4, 5, 6])
-        queries = []
-        score = model.decoder.attention.score
-        monkeypatch.setattr(
-            model.decoder.attention,
-            "score",
-            lambda q, k, *coverage: queries.append(q.shape) or score(q, k, *coverage),
-        )
-        logits, weights, after = model.decoder.step(words, copied)
-        alone, alone_weights, alone_after = model.decoder.step(words, replace(copied, copies=None))
-    # The same arithmetic per row; a product of fewer rows may round its last bit otherwise.
-    assert torch.allclose(logits, alone, atol=1e-6)
-    assert torch.allclose(weights, alone_weights, atol=1e-6)
-    if after.coverage is not None:  # each copy's coverage: its own row's, this step added
-        assert torch.allclose(after.coverage, alone_after.coverage, atol=1e-6)
-        assert torch.allclose(after.coverage, state.coverage[rows] + weights, atol=1e-6)
-    attended = queries[0][0] * queries[0][-2]  # (rows or sentences, [heads,] queries each, D)
-    assert attended == (5 if decoder == "bahdanau" else 9)  # Luong's query is the new state
-    assert after.copies is None
-
-
 @pytest.mark.parametrize("decoder", option_names("decoder"))
 def test_coverage_is_the_running_sum_of_past_weights(decoder):
     model = tiny_model(f"decoder={decoder}", "attention=coverage").eval()
@@ -259,34 +217,3 @@ def test_luong_without_input_feeding_trains_all_steps_at_once_as_the_step_loop(a
     assert torch.allclose(weights, looped_weights, atol=1e-6)
     pairs = zip(grads, looped_grads, strict=True)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
-
-
-@pytest.mark.parametrize("rnn_type", ["gru", "lstm", "rnn"])
-@pytest.mark.parametrize("layers,bidirectional", [(1, True), (2, True), (2, False)])
-def test_the_encoder_over_padded_sentences_equals_packed_sequences(rnn_type, layers, bidirectional):
-    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-    model = tiny_model(
-        f"encoder.rnn_type={rnn_type}",
-        f"encoder.num_layers={layers}",
-        f"encoder.bidirectional={bidirectional}",
-    )
-    encoder = model.encoder
-    source, lengths, _ = batch()
-    embedded = encoder.embedding(source)
-    packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
-    states, final = encoder.rnn(packed)
-    states, _ = pad_packed_sequence(states, batch_first=True, total_length=source.size(1))
-    final = final[0] if isinstance(final, tuple) else final
-    top = final[-encoder.directions :].transpose(0, 1).flatten(1)
-    (states.sum() + top.sum()).backward()
-    packed_grads = [p.grad.clone() for p in encoder.rnn.parameters()]
-    encoder.zero_grad()
-    output = encoder(source, lengths)  # on CPU: fast.padded_rnn
-    (output.states.sum() + output.final.sum()).backward()
-    assert torch.allclose(output.states, states, atol=1e-6)
-    assert torch.allclose(output.final, top, atol=1e-6)
-    assert (output.states[~output.mask] == 0).all()
-    pairs = zip([p.grad for p in encoder.rnn.parameters()], packed_grads, strict=True)
-    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
-    assert [n for n, _ in model.named_parameters() if "one_way" in n] == []  # nothing new saved
