@@ -157,6 +157,14 @@ RESUMABLE_CHANGES = (
 )
 
 
+def better(score: float, than: float | None, higher_is_better: bool) -> bool:
+    """Whether validation `score` beats `than` (None: no score yet, which any score beats).
+    An equal score is not better: of equal scores the earlier stays best."""
+    if than is None:
+        return True
+    return score > than if higher_is_better else score < than
+
+
 @dataclass
 class Progress:
     """Where a run stands; saved in every checkpoint so that resume continues exactly."""
