@@ -4,6 +4,7 @@ import gc
 import importlib
 from pathlib import Path
 
+import pytest
 import tomllib
 
 import attnmt.cli.start
@@ -30,6 +31,13 @@ def test_every_console_script_names_a_function():
     for target in scripts.values():
         module, function = target.split(":")
         assert callable(getattr(importlib.import_module(module), function)), target
+
+
+def test_a_name_that_is_no_tool_is_no_entry_point():
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        attnmt.cli.start.nope  # noqa: B018
+    with pytest.raises(ImportError):
+        from attnmt.cli.start import nope  # noqa: F401
 
 
 def test_a_tool_runs_with_the_collector_on_and_its_imports_frozen(monkeypatch):

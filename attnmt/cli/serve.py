@@ -1,13 +1,9 @@
 """attnmt-serve ckpt=PATH, or models={NAME: PATH, ...}: serve trained models over HTTP (see
 attnmt/serve/app.py)."""
 
-import ipaddress
 import logging
-import os
-import re
 import signal
 from dataclasses import dataclass
-from pathlib import Path
 
 from attnmt.cli.common import ModelToolOptions, run_tool
 from attnmt.config import in_range
@@ -15,58 +11,10 @@ from attnmt.errors import ConfigError
 from attnmt.infer.translate import MAX_BEAM_SIZE, Translator
 from attnmt.runtime import keep_freed_memory, set_threads
 from attnmt.serve.app import Limits, ServiceConfig, body_bytes, create_app
+from attnmt.serve.guard import TOKEN_VARIABLE, is_loopback, read_token
+from attnmt.serve.models import Checkpoints, load_models, named_models
 
 log = logging.getLogger("attnmt")
-
-TOKEN_VARIABLE = "ATTNMT_SERVE_TOKEN"
-MIN_TOKEN_LENGTH = 16
-# The name of the one model of ckpt=PATH (a request may name it, or name none).
-DEFAULT_MODEL = "default"
-# A model's name travels in JSON and in the page: a word, no spaces or markup.
-MODEL_NAME = re.compile(r"[\w.-]{1,64}")
-
-Checkpoints = str | list[str]  # one model file, or the files of an ensemble
-
-
-def named_models(
-    ckpt: Checkpoints | None, models: dict[str, Checkpoints] | None
-) -> dict[str, Checkpoints]:
-    """The models to serve, by name, the default first: ckpt=PATH as one model named
-    "default", or the models={NAME: PATH or [PATHS], ...} mapping; a ConfigError names the
-    key at fault."""
-    if ckpt is not None and models is not None:
-        raise ConfigError(
-            "ckpt and models: give one of them (ckpt=PATH serves one model, "
-            "models={NAME: PATH, ...} several)"
-        )
-    if models is None:
-        if ckpt is None:
-            raise ConfigError("attnmt-serve needs ckpt=PATH or models={NAME: PATH, ...}")
-        return {DEFAULT_MODEL: ckpt}
-    if not models:
-        raise ConfigError("models={}: name at least one model, e.g. models={a: A.pt, b: B.pt}")
-    for name, paths in models.items():
-        if not (isinstance(name, str) and MODEL_NAME.fullmatch(name)):
-            raise ConfigError(
-                f"models: {name!r} is not a model name; use 1 to 64 letters, digits, _ . -"
-            )
-        files = paths if isinstance(paths, list) else [paths]
-        if not files or not all(isinstance(f, str) and f for f in files):
-            raise ConfigError(
-                f"models.{name}={paths!r}: expected a checkpoint file or a list of them (an "
-                "ensemble)"
-            )
-    return dict(models)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` serves this machine only (a name other than localhost counts as not)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,41 +62,15 @@ class ServeOptions(ModelToolOptions):
             )
 
     def token(self) -> str | None:
-        """The token every /v1 request must carry: token_file's first line, else the
-        environment's ATTNMT_SERVE_TOKEN; None where neither is set."""
-        if self.token_file is not None:
-            key, path = "token_file", Path(self.token_file)
-            try:
-                token = path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as error:
-                raise ConfigError(f"token_file={path}: cannot read it ({error})") from None
-        else:
-            key, token = TOKEN_VARIABLE, os.environ.get(TOKEN_VARIABLE)
-            if token is None:
-                return None
-        if len(token) < MIN_TOKEN_LENGTH or not token.isascii() or not token.isprintable():
-            raise ConfigError(
-                f"{key}: the token must be at least {MIN_TOKEN_LENGTH} printable ASCII characters "
-                "on one line (python -c 'import secrets; print(secrets.token_urlsafe())')"
-            )
-        return token
+        """The token every /v1 request must carry (token_file, else ATTNMT_SERVE_TOKEN), or
+        None."""
+        return read_token(self.token_file)
 
     def load_models(self) -> dict[str, Translator]:
         """The models to serve, by name, the default first; each on the options' device, in
         their precision."""
-        models = {
-            name: Translator.load(paths, self.device, self.quantize, self.dtype)
-            for name, paths in named_models(self.ckpt, self.models).items()
-        }
-        first, *others = models.items()  # the page sends one sentence to all of them
-        for name, translator in others:
-            if (translator.src_lang, translator.tgt_lang) != (first[1].src_lang, first[1].tgt_lang):
-                raise ConfigError(
-                    f"models.{name} translates {translator.src_lang}->{translator.tgt_lang}, but "
-                    f"models.{first[0]} {first[1].src_lang}->{first[1].tgt_lang}: served models "
-                    "share one direction"
-                )
-        return models
+        files = named_models(self.ckpt, self.models)
+        return load_models(files, self.device, self.quantize, self.dtype)
 
 
 def main() -> None:

@@ -8,8 +8,25 @@ collections skip what exists now), a tool starts sooner. `python -m attnmt.cli.T
 same tool without the pause.
 """
 
+import functools
 import gc
 import importlib
+from collections.abc import Callable
+
+# The tools, each a module attnmt.cli.<tool> with a main(); pyproject.toml's [project.scripts]
+# names each as attnmt.cli.start:<tool>.
+TOOLS = (
+    "prepare",
+    "train",
+    "translate",
+    "evaluate",
+    "export",
+    "serve",
+    "average",
+    "score",
+    "align",
+    "distill",
+)
 
 
 def _start(tool: str) -> None:
@@ -23,41 +40,9 @@ def _start(tool: str) -> None:
     module.main()
 
 
-def prepare() -> None:
-    _start("prepare")
-
-
-def train() -> None:
-    _start("train")
-
-
-def translate() -> None:
-    _start("translate")
-
-
-def evaluate() -> None:
-    _start("evaluate")
-
-
-def export() -> None:
-    _start("export")
-
-
-def serve() -> None:
-    _start("serve")
-
-
-def average() -> None:
-    _start("average")
-
-
-def score() -> None:
-    _start("score")
-
-
-def align() -> None:
-    _start("align")
-
-
-def distill() -> None:
-    _start("distill")
+def __getattr__(name: str) -> Callable[[], None]:
+    """The entry point of tool `name` (`from attnmt.cli.start import train`): Python asks a
+    module's __getattr__ for a name it does not define (PEP 562)."""
+    if name not in TOOLS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return functools.partial(_start, name)

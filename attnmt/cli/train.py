@@ -9,8 +9,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from attnmt.cli import processes
 from attnmt.cli.common import CONFIG_PATH, plain, user_errors
+from attnmt.train import processes
 from attnmt.train.build import build_trainer
 from attnmt.train.lock import RunLock
 

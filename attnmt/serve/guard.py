@@ -1,6 +1,8 @@
 """What stands between the network and the app: a token check and a bounded body reader.
 
-Both are plain ASGI middleware, so they act before FastAPI reads or parses anything:
+The token comes from `read_token` (token_file, else ATTNMT_SERVE_TOKEN); attnmt-serve
+refuses a host beyond loopback (`is_loopback`) without one unless public=true. Both guards are
+plain ASGI middleware, so they act before FastAPI reads or parses anything:
 
 - `RequireToken`: with a token set, every path but the page, its assets and the docs needs
   `Authorization: Bearer TOKEN` (compared in constant time); 401 otherwise.
@@ -16,9 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
+import os
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
+
+from attnmt.errors import ConfigError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,6 +36,40 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # What a browser needs to load the page and the docs, before it has asked for the token.
 PUBLIC_PATHS = ("/", "/docs", "/openapi.json", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)
+
+TOKEN_VARIABLE = "ATTNMT_SERVE_TOKEN"
+MIN_TOKEN_LENGTH = 16
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The token every /v1 request must carry: `token_file`'s first line, else the
+    environment's ATTNMT_SERVE_TOKEN; None where neither is set."""
+    if token_file is not None:
+        key, path = "token_file", Path(token_file)
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"token_file={path}: cannot read it ({error})") from None
+    else:
+        key, token = TOKEN_VARIABLE, os.environ.get(TOKEN_VARIABLE)
+        if token is None:
+            return None
+    if len(token) < MIN_TOKEN_LENGTH or not token.isascii() or not token.isprintable():
+        raise ConfigError(
+            f"{key}: the token must be at least {MIN_TOKEN_LENGTH} printable ASCII characters "
+            "on one line (python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` serves this machine only (a name other than localhost counts as not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

@@ -22,7 +22,7 @@ from attnmt.infer.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from attnmt.train.state import RESUMABLE_CHANGES
+from attnmt.train.state import RESUMABLE_CHANGES, better
 
 
 def rng_state() -> dict[str, Any]:
@@ -130,14 +130,23 @@ class KeptBest:
         self.files = RunDir(Path(run_dir))
         self.count = count
         self.identity = identity
-        self.sign = 1.0 if higher_is_better else -1.0  # ranks by sign * score, highest first
-        self.kept: list[tuple[float, int, Path]] = []  # (sign * score, -step, file), best first
+        self.higher_is_better = higher_is_better
+        self.kept: list[tuple[float, int, Path]] = []  # (score, step, file), best first
         if count:
             for path in self.files.kept_files():
                 found = load_checkpoint(path, "cpu", mmap=True)["validation"]
                 score = found.get("score", found.get("bleu"))  # files before "score": BLEU
-                self.kept.append((self.sign * score, -found["step"], path))
-            self.kept.sort(reverse=True)
+                self.kept.insert(self._place(score, found["step"]), (score, found["step"], path))
+
+    def _place(self, score: float, step: int) -> int:
+        """Where the model at `step` with validation `score` goes in the best-first list:
+        ahead of the first it beats, or of the first of an equal score from a later step."""
+        for place, (kept_score, kept_step, _) in enumerate(self.kept):
+            if better(score, kept_score, self.higher_is_better) or (
+                score == kept_score and step < kept_step
+            ):
+                return place
+        return len(self.kept)
 
     def offer(
         self,
@@ -150,14 +159,14 @@ class KeptBest:
         it) if it is among the best `count`."""
         if not self.count:
             return
-        rank = (self.sign * score, -step)
-        if len(self.kept) >= self.count and rank <= self.kept[self.count - 1][:2]:
+        place = self._place(score, step)
+        if place >= self.count:
             return
         path = self.files.kept(step)
         payload = export_payload({"model": dict(weights), **self.identity}, path, "float32")
         payload["validation"] = {"step": step, "score": score, **record}
         save_checkpoint(payload, path)
-        ranked = sorted([*self.kept, (*rank, path)], reverse=True)
-        self.kept = ranked[: self.count]
-        for _, _, dropped in ranked[self.count :]:
+        self.kept.insert(place, (score, step, path))
+        for _, _, dropped in self.kept[self.count :]:
             dropped.unlink(missing_ok=True)
+        del self.kept[self.count :]

@@ -60,7 +60,7 @@ class TrainerConfig:
     keep_best: int = bounded(0, 1000)
     resume: str | None
     init: str | None = None  # a checkpoint whose weights start a new run (attnmt.train.init)
-    processes: str = "1"  # a number, or auto (attnmt.cli.processes); a number arrives as text
+    processes: str = "1"  # a number, or auto (attnmt.train.processes); a number arrives as text
 
     def __post_init__(self) -> None:
         self.process_count()  # refuses what is neither
@@ -155,6 +155,14 @@ RESUMABLE_CHANGES = (
     "resume",
     "init",
 )
+
+
+def better(score: float, than: float | None, higher_is_better: bool) -> bool:
+    """Whether validation `score` beats `than` (None: no score yet, which any score beats).
+    An equal score is not better: of equal scores the earlier stays best."""
+    if than is None:
+        return True
+    return score > than if higher_is_better else score < than
 
 
 @dataclass

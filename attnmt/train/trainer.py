@@ -36,7 +36,7 @@ from attnmt.train.checkpoint import (
 )
 from attnmt.train.records import Records
 from attnmt.train.schedule import Schedule
-from attnmt.train.state import Progress, Summary, TrainerConfig
+from attnmt.train.state import Progress, Summary, TrainerConfig, better
 
 if TYPE_CHECKING:
     from attnmt.train.validate import Validation
@@ -201,9 +201,7 @@ class Trainer:
             self.model.train()
         score = distributed.from_main(result.score if result else 0.0, self.device)
         p = self.progress
-        improved = p.best_score is None or (
-            score > p.best_score if self.validate.higher_is_better else score < p.best_score
-        )
+        improved = better(score, p.best_score, self.validate.higher_is_better)
         if improved:
             p.best_score = score
             p.best_step = p.step

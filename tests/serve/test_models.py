@@ -6,9 +6,10 @@ import subprocess
 import pytest
 
 from attnmt.cli.common import tool_config
-from attnmt.cli.serve import DEFAULT_MODEL, ServeOptions, named_models
+from attnmt.cli.serve import ServeOptions
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import Translator
+from attnmt.serve.models import DEFAULT_MODEL, named_models
 from attnmt.vocab import EOS_PIECE
 from tests.serve.conftest import SERVE, request, two_models
 

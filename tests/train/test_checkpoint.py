@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attnmt.errors import CheckpointError
-from attnmt.infer.checkpoint import save_checkpoint
-from attnmt.train.checkpoint import TrainingCheckpoint, resume_conflicts, trainer_changes
+from attnmt.infer.checkpoint import RunDir, save_checkpoint
+from attnmt.train.checkpoint import KeptBest, TrainingCheckpoint, resume_conflicts, trainer_changes
 
 CONFIG = {
     "encoder": {"hidden_size": 256, "bidirectional": True},
@@ -71,3 +71,20 @@ def test_a_key_the_scorer_gained_later_counts_as_its_default_in_an_older_checkpo
     assert resume_conflicts(saved(older), windowed, TOKENIZERS) == [
         "attention.window: None in the checkpoint, 'local_p' now"
     ]
+
+
+def test_kept_best_of_a_lower_is_better_score_keeps_the_lowest_the_earlier_of_equals(tmp_path):
+    identity = {
+        "config": {"data": {"src_lang": "zh", "tgt_lang": "en"}},
+        "tokenizers": {lang: {"model": b"spm", **entry} for lang, entry in TOKENIZERS.items()},
+    }
+    weights = {"w": torch.ones(3)}
+    kept = KeptBest(tmp_path, 2, identity, higher_is_better=False)
+    for step, loss in [(1, 5.0), (2, 3.0), (3, 4.0), (4, 9.0), (5, 3.0), (6, 4.0)]:
+        kept.offer(step, loss, {}, weights)
+    assert [p.name for p in RunDir(tmp_path).kept_files()] == ["best.step2.pt", "best.step5.pt"]
+    again = KeptBest(tmp_path, 2, identity, higher_is_better=False)  # finds them on resume
+    again.offer(7, 3.0, {}, weights)  # equal to both: the earlier stay
+    assert [p.name for p in RunDir(tmp_path).kept_files()] == ["best.step2.pt", "best.step5.pt"]
+    again.offer(8, 2.0, {}, weights)
+    assert [p.name for p in RunDir(tmp_path).kept_files()] == ["best.step2.pt", "best.step8.pt"]

@@ -5,8 +5,8 @@ import subprocess
 import pytest
 import torch
 
-from attnmt.cli.processes import launcher
 from attnmt.infer import checkpoint as ckpt
+from attnmt.train.processes import launcher
 from tests.conftest import tiny_train_overrides
 
 NO_DROPOUT = ["encoder.dropout=0.0", "decoder.dropout=0.0"]

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from attnmt.cli import processes
 from attnmt.errors import ConfigError
 from attnmt.infer import checkpoint as ckpt
 from attnmt.runtime import cpu_count
+from attnmt.train import processes
 from tests.conftest import compose_config, plain, tiny_train_overrides
 
 
