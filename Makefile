@@ -1,5 +1,5 @@
 # attnmt: `make train` runs the main job end to end; `make test` runs the tests.
-# Extra Hydra overrides pass through ARGS, e.g. make train ARGS="attention=dot trainer.max_time=5"
+# Extra Hydra overrides pass through ARGS, e.g. make train ARGS="attention=dot trainer.max_steps=1000"
 
 PYTHON ?= python3
 VENV := .venv

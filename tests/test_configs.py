@@ -29,7 +29,8 @@ def test_every_data_option_builds_a_data_config(name):
 
 def test_trainer_defaults_build_a_trainer_config():
     trainer = to_dataclass(TrainerConfig, plain(compose_config("train", []).trainer), "trainer")
-    assert trainer.batch_tokens == 2048 and trainer.max_time == 20
+    assert trainer.batch_tokens == 2048 and trainer.max_steps == 4000
+    assert trainer.max_time is None and trainer.patience is None  # a step budget, no clock
 
 
 @pytest.mark.parametrize("name", option_names("experiment"))
@@ -38,7 +39,7 @@ def test_every_experiment_composes_into_valid_configs(name):
     cfg = plain(compose_config("train", [f"+experiment={name}", *needs]))
     trainer = to_dataclass(TrainerConfig, cfg["trainer"], "trainer")
     data = to_dataclass(DataConfig, cfg["data"], "data")
-    assert trainer.max_time and data.src_lang != data.tgt_lang
+    assert trainer.max_steps and trainer.max_time is None and data.src_lang != data.tgt_lang
 
 
 TOOLS = {"translate": TranslateOptions, "evaluate": EvaluateOptions}

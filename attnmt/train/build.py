@@ -116,6 +116,9 @@ def build_trainer(
     search = validation_search(cfg)
     ranks, device = distributed.start(cfg.device)
     set_threads(cfg.threads)
+    # The run's config says what it ran with: processes=auto's choice, threads=null's count.
+    chosen = {"processes": str(ranks.world), "threads": torch.get_num_threads()}
+    config = {**config, "trainer": {**config["trainer"], **chosen}}
     keep_freed_memory()
     limit_onednn_cache()
     torch.use_deterministic_algorithms(cfg.deterministic)
@@ -159,14 +162,17 @@ def build_trainer(
     def batches_per_epoch() -> int:
         return len(train_data.token_batches(cfg.batch_tokens, cfg.seed, 0))
 
+    total_steps = cfg.expected_steps(batches_per_epoch, ranks.world)
+    # A step budget alone sets the schedule's length: max_time then only caps the run, so
+    # the learning rate never follows the machine's clock.
     schedule = Schedule(
         optimizer,
         cfg.schedule,
         cfg.lr,
         cfg.warmup_steps,
         cfg.min_lr,
-        cfg.expected_steps(batches_per_epoch, ranks.world),
-        cfg.max_time * 60 if cfg.max_time else None,
+        total_steps,
+        cfg.max_time * 60 if cfg.max_time and total_steps is None else None,
         cfg.plateau_patience,
         cfg.plateau_factor,
     )

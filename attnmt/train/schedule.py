@@ -45,9 +45,9 @@ class Schedule:
 
     factor(step) = step / warmup during warmup; after it, 1 (constant and plateau),
     sqrt(warmup / step) (inverse_sqrt), or a cosine from 1 down to min_lr/lr at the end of the
-    run's budget (cosine). The budget is `total_steps` steps (max_steps or max_epochs' worth)
-    or `total_seconds` of training, whichever ends first, so a run limited by trainer.max_time
-    decays to its last minute (and its learning rate then depends on the machine's speed).
+    run's budget (cosine). The budget is `total_steps` steps (max_steps or max_epochs' worth),
+    or, for a run with no step budget, `total_seconds` of training (its learning rate then
+    depends on the machine's speed; given both, whichever ends first).
     plateau multiplies by `plateau_factor` after `plateau_patience` validations without a
     better dev BLEU, never below min_lr.
     """

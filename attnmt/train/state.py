@@ -127,7 +127,16 @@ class TrainerConfig:
         if self.max_epochs is not None and p.epoch >= self.max_epochs:
             return f"trainer.max_epochs={self.max_epochs} reached"
         if self.max_time is not None and elapsed >= self.max_time * 60:
-            return f"trainer.max_time={self.max_time} minutes reached"
+            if self.max_steps is None and self.max_epochs is None:
+                return f"trainer.max_time={self.max_time} minutes reached"
+            budget = (
+                f"trainer.max_steps={self.max_steps}"
+                if self.max_steps is not None
+                else (f"trainer.max_epochs={self.max_epochs}")
+            )
+            return (
+                f"cut by trainer.max_time={self.max_time} minutes at step {p.step}, before {budget}"
+            )
         if self.patience is not None and p.validations_without_improvement >= self.patience:
             return f"no better {metric} in {self.patience} validations (trainer.patience)"
         return None
@@ -176,6 +185,7 @@ class Progress:
     best_score: float | None = None  # the validation score of best.pt; None before any
     best_step: int = 0
     validations_without_improvement: int = 0
+    validated_step: int | None = None  # the step of the last validation; None before any
     bad_steps_in_a_row: int = 0
     skipped_steps: int = 0
 

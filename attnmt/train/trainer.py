@@ -201,6 +201,7 @@ class Trainer:
             self.model.train()
         score = distributed.from_main(result.score if result else 0.0, self.device)
         p = self.progress
+        p.validated_step = p.step
         improved = better(score, p.best_score, self.validate.higher_is_better)
         if improved:
             p.best_score = score
@@ -309,7 +310,20 @@ class Trainer:
                     self._validate()
                 reason = self._stop_reason(start)
         bar.close()
-        self._save(self.files.last)
+        if p.validated_step != p.step:  # whatever stopped the run, it ends validated
+            log.info("%s: a last validation at step %d", reason, p.step)
+            self._validate()
+        else:
+            self._save(self.files.last)
+        self.records.write(
+            {
+                "kind": "stop",
+                "step": p.step,
+                "epoch": p.epoch,
+                "reason": reason,
+                "cut": reason.startswith("cut by"),
+            }
+        )
         return reason
 
     def _log_train(self, loss: float, lr: float, speed: float, batches: list[Batch]) -> None:

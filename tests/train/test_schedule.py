@@ -68,18 +68,28 @@ def trainer_config(*overrides):
 
 
 def test_max_epochs_and_patience_stop_a_run():
-    c = trainer_config("trainer.max_time=null", "trainer.max_epochs=2", "trainer.patience=3")
+    c = trainer_config("trainer.max_steps=null", "trainer.max_epochs=2", "trainer.patience=3")
     assert c.stop_reason(Progress(epoch=1), elapsed=0) is None
     assert c.stop_reason(Progress(epoch=2), elapsed=0) == "trainer.max_epochs=2 reached"
     stalled = Progress(validations_without_improvement=3)
     assert c.stop_reason(stalled, 0) == "no better dev BLEU in 3 validations (trainer.patience)"
-    timed = trainer_config("trainer.max_time=1")
+    timed = trainer_config("trainer.max_time=1", "trainer.max_steps=null")
     assert timed.stop_reason(Progress(), elapsed=59) is None
     assert timed.stop_reason(Progress(), elapsed=60) == "trainer.max_time=1 minutes reached"
+    capped = trainer_config("trainer.max_time=1", "trainer.max_steps=300")
+    assert capped.stop_reason(Progress(step=299), elapsed=59) is None
+    assert capped.stop_reason(Progress(step=120), elapsed=60) == (
+        "cut by trainer.max_time=1 minutes at step 120, before trainer.max_steps=300"
+    )
 
 
 def test_cosine_takes_its_length_from_max_epochs_when_no_steps_or_minutes_are_set():
-    c = trainer_config("trainer.max_time=null", "trainer.max_epochs=3", "trainer.accumulate=2")
+    c = trainer_config(
+        "trainer.max_time=null",
+        "trainer.max_steps=null",
+        "trainer.max_epochs=3",
+        "trainer.accumulate=2",
+    )
     assert c.schedule == "cosine"  # the default
     assert c.expected_steps(lambda: 11) == 3 * 6  # 11 batches, 2 a step: 6 steps an epoch
     assert c.expected_steps(lambda: 11, world=2) == 3 * 2  # 2 ranks x 2: 8 of 11 batches
@@ -88,7 +98,7 @@ def test_cosine_takes_its_length_from_max_epochs_when_no_steps_or_minutes_are_se
         == 5
     )  # the budget that ends first
     with pytest.raises(ConfigError, match="max_steps, trainer.max_epochs or trainer.max_time"):
-        trainer_config("trainer.max_time=null")
+        trainer_config("trainer.max_time=null", "trainer.max_steps=null")
 
 
 def test_the_optimizer_is_fused_on_cpu_and_steps_as_torchs_loop():

@@ -63,10 +63,31 @@ def test_resumed_run_repeats_the_uninterrupted_losses(tiny_corpus, tmp_path):
     assert losses(tmp_path / "split") == losses(tmp_path / "whole")
 
 
-def test_deterministic_runs_are_bit_identical(tiny_corpus, tmp_path):
+def records_but_timings(run_dir):
+    """metrics.jsonl without what depends on the clock."""
+    timings = {"tokens_per_s", "minutes", "seconds", "sent_per_s", "time"}
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in timings} for r in records]
+
+
+def test_the_same_command_twice_gives_the_same_records(tiny_corpus, tmp_path):
+    # The recipe's own schedule (cosine after a warmup, over the step budget) and its default
+    # determinism and threads, in fp32; the warmup is shortened to keep the test quick.
+    recipe = [
+        "trainer.schedule=cosine",
+        "trainer.warmup_steps=40",
+        "trainer.max_steps=160",
+        "trainer.validate_every=80",
+        "trainer.log_every=10",
+        "trainer.amp=false",
+        "trainer.deterministic=false",
+        "trainer.threads=null",
+    ]
     for run in ("a", "b"):
-        make_trainer(tiny_corpus, tmp_path, run, "trainer.max_steps=4").fit()
-    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+        make_trainer(tiny_corpus, tmp_path, run, *recipe).fit()
+    first, second = records_but_timings(tmp_path / "a"), records_but_timings(tmp_path / "b")
+    assert sum(r["kind"] == "validation" for r in first) >= 2  # each epoch's end too
+    assert first == second
 
 
 @pytest.mark.slow
@@ -137,7 +158,42 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_corpus, tmp_path):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert b"stopped by SIGTERM" in out + err
-    assert load_checkpoint(run_dir / "last.pt")["progress"]["step"] > 0
+    step = load_checkpoint(run_dir / "last.pt")["progress"]["step"]
+    assert step > 0
+    # it still ends validated, with a best checkpoint of that step
+    assert load_checkpoint(run_dir / "best.pt")["progress"]["best_step"] == step
+    assert b"best dev BLEU" in out
+
+
+def test_the_runs_config_records_the_processes_and_threads_it_ran_with(tiny_corpus, tmp_path):
+    trainer = make_trainer(tiny_corpus, tmp_path, "run", "trainer.threads=null")
+    ran_with = trainer.identity["config"]["trainer"]
+    assert ran_with["processes"] == "1" and ran_with["threads"] == torch.get_num_threads()
+
+
+def test_a_cap_cuts_a_step_budget_says_so_and_still_ends_validated(tiny_corpus, tmp_path):
+    trainer = make_trainer(
+        tiny_corpus,
+        tmp_path,
+        "run",
+        "trainer.max_steps=100000",
+        "trainer.max_time=0.002",
+        "trainer.schedule=cosine",
+    )
+    assert trainer.schedule.seconds is None  # the cap never shapes the learning rate
+    assert trainer.schedule.total == 100000
+    summary = trainer.fit()
+    assert summary.stopped_because.startswith("cut by trainer.max_time=0.002 minutes at step ")
+    assert summary.best_checkpoint is not None and summary.best_checkpoint.is_file()
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-2]["kind"] == "validation" and records[-2]["step"] == summary.steps
+    assert records[-1] == {
+        "kind": "stop",
+        "step": summary.steps,
+        "epoch": summary.epochs,
+        "reason": summary.stopped_because,
+        "cut": True,
+    }
 
 
 def test_rng_state_round_trips():
