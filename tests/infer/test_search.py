@@ -280,7 +280,7 @@ def _batches(seed):
 def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides, beta):
     # A batch joining mid-search takes its first step alone, then joins with its words and
     # attention after padding and its keys padded to the longer source: none of it may show.
-    from attnmt.infer.search import beam_search_batches
+    from attnmt.infer.batches import beam_search_batches
 
     model = tiny_model("decoder.dropout=0.0", *overrides).eval()
     torch.manual_seed(2)
@@ -303,6 +303,24 @@ def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides,
             assert not y.attention[:, n:].any()
 
 
+def test_the_scheduler_without_joins_finds_what_beam_search_finds_batch_by_batch():
+    # beam_search_batches' beams (JoinedBeams, every sentence started with its batch) against
+    # BeamSearch's own: the same hypotheses, scores and attention, bit for bit.
+    from attnmt.infer.batches import beam_search_batches
+
+    model, _, _ = _model_and_source(0)
+    batches = _batches(2)
+    each = [
+        found
+        for b in batches
+        for found in beam_search(model, b.source, b.lengths, b.limits, 3, 0.6, True, 2, 0.3)
+    ]
+    together = beam_search_batches(model, batches, 3, 0.6, True, n_best=2, beta=0.3)
+    for a, b in zip(each, together, strict=True):
+        assert [(h.ids, h.score, h.ended) for h in a] == [(h.ids, h.score, h.ended) for h in b]
+        assert all(torch.equal(x.attention, y.attention) for x, y in zip(a, b, strict=True))
+
+
 @pytest.mark.parametrize("join_below", [1, 20])
 def test_an_ensemble_joins_batches_and_a_batch_may_end_at_its_first_step(join_below):
     # Limits of 1 end every sentence of the second batch at its first step: nothing joins
@@ -310,8 +328,8 @@ def test_an_ensemble_joins_batches_and_a_batch_may_end_at_its_first_step(join_be
     # starts afresh (1: never).
     from dataclasses import replace
 
+    from attnmt.infer.batches import beam_search_batches
     from attnmt.infer.ensemble import Ensemble
-    from attnmt.infer.search import beam_search_batches
 
     model = tiny_model("decoder.dropout=0.0").eval()
     batches = _batches(1)
