@@ -11,21 +11,20 @@ plain code it stands for; docs/benchmarks.md has what each saves.
 
 (The model's own tricks, such as attending once for copied beam hypotheses, are in
 `attnmt.model.fast`; beam search's batches joining a running search, so that a batch's last
-sentences do not step on alone, in `attnmt.infer.search.beam_search_batches`.)
+sentences do not step on alone, in `attnmt.infer.batches`.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.ao.nn.quantized import dynamic as quantized_dynamic
 
-Hypothesis = TypeVar("Hypothesis", bound=Any)  # attnmt.infer.search.Hypothesis
+from attnmt.infer.hypothesis import Hypothesis
 
 
 def row_top_k(values: Tensor, k: int, shifts: Tensor | None = None) -> tuple[Tensor, Tensor]:

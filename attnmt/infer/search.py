@@ -5,30 +5,18 @@ Shapes: B batch, S source length, V target vocabulary, K beam size.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from attnmt.infer.ensemble import Ensemble, EnsembleState
 from attnmt.infer.fast import block_rows, pick_log_probs, row_top_k
+from attnmt.infer.hypothesis import Hypothesis
 from attnmt.model.seq2seq import Seq2Seq
-from attnmt.model.state import DecoderState, join_rows
+from attnmt.model.state import DecoderState
 from attnmt.vocab import BOS_ID, EOS_ID
-
-
-@dataclass
-class Hypothesis:
-    """One output sentence: its ids (no BOS/EOS), score, attention (T, S) if kept, and whether
-    it ended with EOS (then T is len(ids) + 1) rather than at its length limit."""
-
-    ids: list[int]
-    score: float
-    attention: Tensor | None = None
-    ended: bool = True
 
 
 def max_lengths(source_lengths: Tensor, a: float, b: int) -> Tensor:
@@ -133,50 +121,51 @@ def coverage_penalty(coverage: Tensor, mask: Tensor, beta: float) -> Tensor:
 
 
 @dataclass
+class SourceBatch:
+    """Sentences to search together: their ids (B, S), lengths and output limits (B,)."""
+
+    source: Tensor
+    lengths: Tensor
+    limits: Tensor
+
+
+@dataclass
 class Beams:
     """The running hypotheses of the n sentences still being decoded, W beams each (W = 1
     before a sentence's first step, where all K beams would be the same; K after).
 
-    A sentence that joined a running search has its words and attention rows after `first`
-    entries of padding (BOS, zero rows), which `finish` drops.
+    (`attnmt.infer.batches.JoinedBeams` holds sentences that started at different steps.)
     """
 
     sentences: Tensor  # (n,) each one's index among all the sentences searched
-    first: Tensor  # (n,) where each one's words begin in `tokens`
     scores: Tensor  # (n, W) log P of each beam
     tokens: Tensor  # (n, W, t) the words so far
     attention: Tensor  # (n, W, t, S) their attention rows ((n, 1, 0, S) when not kept)
     coverage: Tensor | None  # (n, W, S) the sum of those rows, for the coverage penalty (if on)
     state: DecoderState | EnsembleState  # n * W rows, each sentence's W consecutive
 
+    def words_so_far(self) -> Tensor:
+        """(n,) how many words each sentence's hypotheses hold: t."""
+        return torch.full_like(self.sentences, self.tokens.size(2))
+
+    def histories(
+        self, rows: Tensor, attention: Tensor | None
+    ) -> tuple[list[list[int]], list[Tensor] | list[None]]:
+        """The words so far of the m hypotheses at flat `rows` (sentence * W + beam), and each
+        one's rows of `attention` (m, t', S) if given."""
+        words = self.tokens.flatten(0, 1)[rows].tolist()
+        return words, [None] * len(words) if attention is None else list(attention)
+
     def keep(self, going: Tensor, rows: Tensor) -> Beams:
         """Only the sentences `going` (indices into n), their beams from the flat `rows` (n', K)."""
-        return Beams(
-            self.sentences[going],
-            self.first[going],
-            self.scores[going],
-            self.tokens[going],
-            self.attention[going],
-            None if self.coverage is None else self.coverage[going],
-            self.state.select(rows.flatten(), going),
-        )
-
-    def join(self, other: Beams) -> Beams:
-        """These sentences, then `other`'s (as many beams, no more words): other's words and
-        attention rows padded at the front to as many as these, the source axes at the end
-        to the longer source."""
-        lead = self.tokens.size(2) - other.tokens.size(2)
-        attention = other.attention
-        if attention.size(2):  # kept: zero rows before its first word's
-            attention = F.pad(attention, (0, 0, lead, 0))
-        return Beams(
-            torch.cat([self.sentences, other.sentences]),
-            torch.cat([self.first, other.first + lead]),
-            torch.cat([self.scores, other.scores]),
-            torch.cat([self.tokens, F.pad(other.tokens, (lead, 0), value=BOS_ID)]),
-            join_rows(self.attention, attention, 0, -1),
-            join_rows(self.coverage, other.coverage, 0, -1),
-            self.state.join(other.state),
+        return replace(
+            self,
+            sentences=self.sentences[going],
+            scores=self.scores[going],
+            tokens=self.tokens[going],
+            attention=self.attention[going],
+            coverage=None if self.coverage is None else self.coverage[going],
+            state=self.state.select(rows.flatten(), going),
         )
 
 
@@ -192,90 +181,187 @@ class Extensions:
     coverage: Tensor | None  # (n, 2K, S): their sum, if the beams keep it
 
 
-def extend(
-    beams: Beams,
-    features: Tensor,
-    to_logits: Callable[[Tensor], Tensor],
-    weights: Tensor,
-    at_limit: Tensor,
-    k: int,
-    keep_attention: bool,
-    rows_per_block: int | None = None,
-) -> Extensions:
-    """Rank every beam's one-word extensions, the logits `to_logits(features)`
-    (`rows_per_block` at a time, `pick_log_probs`); those with EOS, or at the limit, end.
-    `weights` (n * W, S), this step's attention, is kept with them when `keep_attention`, and
-    added to their coverage when the beams keep that."""
-    n, width = beams.scores.shape
-    scores, origin, words = best_extensions(
-        features, beams.scores, 2 * k, to_logits, rows_per_block
-    )
-    rows = torch.arange(n, device=words.device).unsqueeze(1) * width + origin
-    ends = (words == EOS_ID) | at_limit.unsqueeze(1)
-    attention = coverage = None
-    if keep_attention:
-        history = beams.attention.flatten(0, 1)[rows]  # (n, 2K, t, S)
-        attention = torch.cat([history, weights[rows].unsqueeze(2)], 2)
-    if beams.coverage is not None:
-        coverage = beams.coverage.flatten(0, 1)[rows] + weights[rows]  # (n, 2K, S)
-    return Extensions(scores, words, rows, ends, attention, coverage)
+class BeamSearch:
+    """Beam search: the best `n_best` (<= beam_size) hypotheses of every sentence `start`ed,
+    best first; `beta` > 0 adds GNMT's `coverage_penalty` to the finished ones' scores.
+
+        search = BeamSearch(model, beam_size=5, alpha=1.0)
+        beams = search.start(batch)
+        while beams is not None:
+            beams = search.step(beams)
+        hypotheses = search.finish()
+
+    All beams of all sentences step together as rows (one row per sentence at the first step,
+    where every beam would be the same). Each step: `extend` ranks the 2K best extensions of
+    each sentence; `record` keeps those among the first K that end (EOS, or the sentence's
+    length limit), scored log P / length_penalty (+ coverage_penalty); `carry` makes the first
+    K that do not end the next beams. A sentence stops, and its rows leave the batch, at its
+    length limit or once it has `n_best` finished hypotheses and its best running one, were it
+    to end at the next step, would not beat the n-th of them (exact for alpha=0, where log P
+    only falls, with or without the coverage penalty, which stays <= 0; the usual early stop
+    otherwise).
+    """
+
+    def __init__(
+        self,
+        model: Seq2Seq | Ensemble,
+        beam_size: int,
+        alpha: float,
+        keep_attention: bool = False,
+        n_best: int = 1,
+        beta: float = 0.0,
+    ) -> None:
+        self.model = model
+        self.k = beam_size
+        self.alpha = alpha
+        self.keep_attention = keep_attention
+        self.n_best = min(n_best, beam_size)
+        self.beta = beta
+        # One entry per sentence started, indexed by Beams.sentences:
+        self.found: list[list[Hypothesis]] = []  # its finished hypotheses
+        self.source_lengths = torch.empty(0, dtype=torch.long)
+        self.limits = torch.empty(0, dtype=torch.long)  # its longest output
+        self.bar = torch.empty(0)  # its n-th best finished score (-inf until it has n_best)
+
+    @torch.no_grad()
+    def start(self, batch: SourceBatch) -> Beams:
+        """The beams of `batch`'s sentences before their first step: their source encoded,
+        one empty hypothesis each. They are numbered after the sentences started before."""
+        device = batch.source.device
+        count, positions = batch.source.shape
+        _, state = self.model.encode(batch.source, batch.lengths)
+        sentences = torch.arange(len(self.found), len(self.found) + count, device=device)
+        self.found.extend([] for _ in range(count))
+        self.source_lengths = _appended(self.source_lengths, batch.lengths, device)
+        self.limits = _appended(self.limits, batch.limits, device)
+        self.bar = _appended(self.bar, torch.full((count,), float("-inf")), device)
+        return Beams(
+            sentences,
+            torch.zeros((count, 1), device=device),
+            torch.empty((count, 1, 0), dtype=torch.long, device=device),
+            torch.zeros((count, 1, 0, positions), device=device),
+            torch.zeros((count, 1, positions), device=device) if self.beta > 0 else None,
+            state,
+        )
+
+    @torch.no_grad()
+    def step(self, beams: Beams) -> Beams | None:
+        """One word more for every hypothesis of `beams`: the next beams, without the
+        sentences that are done (None when all are)."""
+        words_so_far = beams.words_so_far()  # (n,)
+        if beams.tokens.size(2):
+            previous = beams.tokens[:, :, -1].flatten()
+        else:  # the first step
+            previous = torch.full(
+                (len(beams.sentences),), BOS_ID, dtype=torch.long, device=beams.scores.device
+            )
+        features, weights, state = self.model.decoder.step_features(previous, beams.state)
+        at_limit = self.limits[beams.sentences] <= words_so_far + 1
+        ext = self.extend(beams, features, weights, at_limit)
+        first_k = torch.arange(2 * self.k, device=at_limit.device) < self.k
+        final = ext.ends & first_k  # the extensions that finish now
+        self.record(beams, ext, final)
+        beams, rows = self.carry(replace(beams, state=state), ext)
+        self.raise_bars(beams.sentences[final.any(1)])
+        # were it to end at the next step (the penalty in fp64, as for one Python number)
+        penalty = length_penalty(words_so_far.double() + 2, self.alpha).float()
+        best_running = beams.scores[:, 0] / penalty
+        done = at_limit | (self.bar[beams.sentences] >= best_running)
+        if done.all():
+            return None
+        going = (~done).nonzero().squeeze(1)
+        if len(going) < len(done):  # sentences left: their rows and their keys go
+            return beams.keep(going, rows[going])
+        # hypotheses moved between the beams of each sentence (or grew from 1 to K)
+        return replace(beams, state=state.select(rows.flatten()))
+
+    def finish(self) -> list[list[Hypothesis]]:
+        """The best `n_best` hypotheses of every sentence started, in order, best first."""
+        return [sorted(h, key=lambda h: -h.score)[: self.n_best] for h in self.found]
+
+    def extend(
+        self, beams: Beams, features: Tensor, weights: Tensor, at_limit: Tensor
+    ) -> Extensions:
+        """Rank every beam's one-word extensions, the logits the output layer makes of
+        `features` (`block_rows` at a time, `pick_log_probs`); those with EOS, or at the limit
+        (at_limit (n,)), end. `weights` (n * W, S), this step's attention, is kept with them
+        when `keep_attention`, and added to their coverage when the beams keep that."""
+        n, width = beams.scores.shape
+        rows_per_block = block_rows(self.model.decoder, features.device)
+        scores, origin, words = best_extensions(
+            features, beams.scores, 2 * self.k, self.model.decoder.logits, rows_per_block
+        )
+        rows = torch.arange(n, device=words.device).unsqueeze(1) * width + origin
+        ends = (words == EOS_ID) | at_limit.unsqueeze(1)
+        attention = coverage = None
+        if self.keep_attention:
+            history = beams.attention.flatten(0, 1)[rows]  # (n, 2K, t, S)
+            attention = torch.cat([history, weights[rows].unsqueeze(2)], 2)
+        if beams.coverage is not None:
+            coverage = beams.coverage.flatten(0, 1)[rows] + weights[rows]  # (n, 2K, S)
+        return Extensions(scores, words, rows, ends, attention, coverage)
+
+    def record(self, beams: Beams, ext: Extensions, final: Tensor) -> None:
+        """Add the extensions marked in `final` (n, 2K) to their sentences' finished
+        hypotheses, scored log P / length_penalty + coverage_penalty (when the extensions
+        carry coverage)."""
+        i, j = final.nonzero(as_tuple=True)
+        if not len(i):
+            return
+        # One transfer per tensor, then plain Python over the (few) finished extensions.
+        attention = None if ext.attention is None else ext.attention[i, j]
+        histories, kept = beams.histories(ext.rows[i, j], attention)
+        words, scores = ext.words[i, j].tolist(), ext.scores[i, j].tolist()
+        sentences = beams.sentences[i]
+        penalties = [0.0] * len(i)
+        if ext.coverage is not None:
+            positions = torch.arange(ext.coverage.size(-1), device=sentences.device)
+            mask = positions < self.source_lengths[sentences].unsqueeze(1)
+            penalties = coverage_penalty(ext.coverage[i, j], mask, self.beta).tolist()
+        for m, (ids, sentence) in enumerate(zip(histories, sentences.tolist(), strict=True)):
+            ended = words[m] == EOS_ID
+            if not ended:
+                ids.append(words[m])
+            score = scores[m] / length_penalty(len(ids) + 1, self.alpha) + penalties[m]
+            self.found[sentence].append(Hypothesis(ids, score, kept[m], ended))
+
+    def carry(self, beams: Beams, ext: Extensions) -> tuple[Beams, Tensor]:
+        """The next beams: the first K extensions of each sentence that do not end (a
+        sentence with fewer keeps them at log P -inf). Returns them and their flat rows
+        (n, K)."""
+        rank = torch.arange(ext.ends.size(1), device=ext.ends.device)
+        chosen = (ext.ends.long() * ext.ends.size(1) + rank).argsort(-1)[:, : self.k]  # (n, K)
+        ended = ext.ends.gather(1, chosen)
+        scores = ext.scores.gather(1, chosen).masked_fill(ended, float("-inf"))
+        rows = ext.rows.gather(1, chosen)
+        tokens = torch.cat(
+            [beams.tokens.flatten(0, 1)[rows], ext.words.gather(1, chosen).unsqueeze(-1)], 2
+        )
+        attention, coverage = beams.attention, None
+        if ext.attention is not None:
+            index = chosen[..., None, None].expand(-1, -1, *ext.attention.shape[2:])
+            attention = ext.attention.gather(1, index)
+        if ext.coverage is not None:
+            index = chosen.unsqueeze(-1).expand(-1, -1, ext.coverage.size(2))
+            coverage = ext.coverage.gather(1, index)
+        next_beams = replace(
+            beams, scores=scores, tokens=tokens, attention=attention, coverage=coverage
+        )
+        return next_beams, rows
+
+    def raise_bars(self, sentences: Tensor) -> None:
+        """The n-th best finished score of each of `sentences` that has n_best of them."""
+        for s in sentences.tolist():
+            if len(self.found[s]) >= self.n_best:
+                self.bar[s] = sorted(h.score for h in self.found[s])[-self.n_best]
 
 
-def finish(
-    found: list[list[Hypothesis]],
-    beams: Beams,
-    ext: Extensions,
-    final: Tensor,
-    alpha: float,
-    beta: float,
-    source_lengths: Tensor,
-) -> None:
-    """Add the extensions marked in `final` (n, 2K) to their sentences' finished hypotheses,
-    scored log P / length_penalty + coverage_penalty (when the extensions carry coverage);
-    source_lengths (all sentences searched) say which positions are real."""
-    i, j = final.nonzero(as_tuple=True)
-    if not len(i):
-        return
-    # One transfer per tensor, then plain Python over the (few) finished extensions.
-    histories = beams.tokens.flatten(0, 1)[ext.rows[i, j]].tolist()
-    words, scores = ext.words[i, j].tolist(), ext.scores[i, j].tolist()
-    sentences, firsts = beams.sentences[i], beams.first[i].tolist()
-    penalties = [0.0] * len(i)
-    if ext.coverage is not None:
-        positions = torch.arange(ext.coverage.size(-1), device=sentences.device)
-        mask = positions < source_lengths[sentences].unsqueeze(1)
-        penalties = coverage_penalty(ext.coverage[i, j], mask, beta).tolist()
-    for m, (ids, sentence) in enumerate(zip(histories, sentences.tolist(), strict=True)):
-        ids = ids[firsts[m] :]  # without the padding before the sentence joined
-        ended = words[m] == EOS_ID
-        if not ended:
-            ids.append(words[m])
-        kept = ext.attention[i[m], j[m], firsts[m] :] if ext.attention is not None else None
-        score = scores[m] / length_penalty(len(ids) + 1, alpha) + penalties[m]
-        found[sentence].append(Hypothesis(ids, score, kept, ended))
+def _appended(table: Tensor, more: Tensor, device: torch.device) -> Tensor:
+    """`table` then `more`, on `device` (where the sentences' beams are)."""
+    return torch.cat([table.to(device), more.to(device)])
 
 
-def carry(beams: Beams, ext: Extensions, k: int) -> tuple[Beams, Tensor]:
-    """The next beams: the first K extensions of each sentence that do not end (a sentence
-    with fewer keeps them at log P -inf). Returns them and their flat rows (n, K)."""
-    rank = torch.arange(ext.ends.size(1), device=ext.ends.device)
-    chosen = (ext.ends.long() * ext.ends.size(1) + rank).argsort(-1)[:, :k]  # (n, K)
-    scores = ext.scores.gather(1, chosen).masked_fill(ext.ends.gather(1, chosen), float("-inf"))
-    rows = ext.rows.gather(1, chosen)
-    tokens = torch.cat(
-        [beams.tokens.flatten(0, 1)[rows], ext.words.gather(1, chosen).unsqueeze(-1)], 2
-    )
-    attention, coverage = beams.attention, None
-    if ext.attention is not None:
-        index = chosen[..., None, None].expand(-1, -1, *ext.attention.shape[2:])
-        attention = ext.attention.gather(1, index)
-    if ext.coverage is not None:
-        coverage = ext.coverage.gather(1, chosen.unsqueeze(-1).expand(-1, -1, ext.coverage.size(2)))
-    return replace(
-        beams, scores=scores, tokens=tokens, attention=attention, coverage=coverage
-    ), rows
-
-
+@torch.no_grad()
 def beam_search(
     model: Seq2Seq | Ensemble,
     source: Tensor,
@@ -288,126 +374,9 @@ def beam_search(
     beta: float = 0.0,
 ) -> list[list[Hypothesis]]:
     """The best `n_best` (<= beam_size) hypotheses of every sentence of one batch, best
-    first (`beam_search_batches`)."""
-    batch = SourceBatch(source, source_lengths, limits)
-    return beam_search_batches(model, [batch], beam_size, alpha, keep_attention, n_best, beta)
-
-
-@dataclass
-class SourceBatch:
-    """Sentences to search together: their ids (B, S), lengths and output limits (B,)."""
-
-    source: Tensor
-    lengths: Tensor
-    limits: Tensor
-
-
-@torch.no_grad()
-def beam_search_batches(
-    model: Seq2Seq | Ensemble,
-    batches: Iterable[SourceBatch],
-    beam_size: int,
-    alpha: float,
-    keep_attention: bool,
-    n_best: int = 1,
-    beta: float = 0.0,
-    join_below: int = 0,
-) -> list[list[Hypothesis]]:
-    """The best `n_best` (<= beam_size) hypotheses of every sentence of `batches`, in their
-    order, best first; `beta` > 0 adds GNMT's `coverage_penalty` to the finished ones' scores.
-
-    All beams of all sentences step together as rows (one row per sentence at the first step,
-    where every beam would be the same). Each step: `extend` ranks the 2K best extensions of
-    each sentence; `finish` keeps those among the first K that end (EOS, or the sentence's
-    length limit), scored log P / length_penalty (+ coverage_penalty); `carry` makes the first
-    K that do not end the next beams. A sentence stops, and its rows leave the batch, at its
-    length limit or once it has `n_best` finished hypotheses and its best running one, were it
-    to end at the next step, would not beat the n-th of them (exact for alpha=0, where log P
-    only falls, with or without the coverage penalty, which stays <= 0; the usual early stop
-    otherwise).
-
-    A batch's last few sentences would step on alone, a few rows per step at the cost of many.
-    So once the running sentences hold fewer than `join_below` source tokens (their number
-    times the longest source among them, padding included), the next batch takes its first
-    step (one row a sentence to K) and joins them, the source positions of both padded to the
-    longer and masked: a joined hypothesis's attention has a column per position of that
-    longer source, zero past its own. 0: each batch searches alone.
-    """
-    k, waiting = beam_size, deque(batches)
-    n_best = min(n_best, k)
-    found: list[list[Hypothesis]] = []
-    device = waiting[0].source.device if waiting else torch.device("cpu")
-    lengths = torch.empty(0, dtype=torch.long, device=device)  # of every sentence so far
-    limits = torch.empty(0, dtype=torch.long, device=device)
-    bar = torch.empty(0, device=device)  # each one's n-th best finished score
-    first_k = torch.arange(2 * k, device=device) < k
-    rows_per_block = block_rows(model.decoder, device)
-
-    def admit() -> Beams:
-        """The next batch's sentences, before their first step."""
-        nonlocal lengths, limits, bar
-        batch = waiting.popleft()
-        count, positions = batch.source.shape
-        _, state = model.encode(batch.source, batch.lengths)
-        lengths = torch.cat([lengths, batch.lengths.to(device)])
-        limits = torch.cat([limits, batch.limits.to(device)])
-        bar = torch.cat([bar, torch.full((count,), float("-inf"), device=device)])
-        sentences = torch.arange(len(found), len(found) + count, device=device)
-        found.extend([] for _ in range(count))
-        return Beams(
-            sentences,
-            torch.zeros(count, dtype=torch.long, device=device),
-            torch.zeros((count, 1), device=device),
-            torch.empty((count, 1, 0), dtype=torch.long, device=device),
-            torch.zeros((count, 1, 0, positions), device=device),
-            torch.zeros((count, 1, positions), device=device) if beta > 0 else None,
-            state,
-        )
-
-    def advance(beams: Beams) -> Beams | None:
-        """One step of `beams`: the next ones, without the sentences that are done (None
-        when all are)."""
-        words_so_far = beams.tokens.size(2) - beams.first  # (n,)
-        if beams.tokens.size(2):
-            previous = beams.tokens[:, :, -1].flatten()
-        else:  # the first step
-            previous = torch.full((len(beams.sentences),), BOS_ID, dtype=torch.long, device=device)
-        features, weights, state = model.decoder.step_features(previous, beams.state)
-        at_limit = limits[beams.sentences] <= words_so_far + 1
-        ext = extend(
-            beams,
-            features,
-            model.decoder.logits,
-            weights,
-            at_limit,
-            k,
-            keep_attention,
-            rows_per_block,
-        )
-        final = ext.ends & first_k  # the extensions that finish now
-        finish(found, beams, ext, final, alpha, beta, lengths)
-        beams, rows = carry(replace(beams, state=state), ext, k)
-        for s in beams.sentences[final.any(1)].tolist():
-            if len(found[s]) >= n_best:
-                bar[s] = sorted(h.score for h in found[s])[-n_best]
-        # were it to end at the next step (the penalty in fp64, as for one Python number)
-        best_running = beams.scores[:, 0] / length_penalty(words_so_far.double() + 2, alpha).float()
-        done = at_limit | (bar[beams.sentences] >= best_running)
-        if done.all():
-            return None
-        going = (~done).nonzero().squeeze(1)
-        if len(going) < len(done):  # sentences left: their rows and their keys go
-            return beams.keep(going, rows[going])
-        # hypotheses moved between the beams of each sentence (or grew from 1 to K)
-        return replace(beams, state=state.select(rows.flatten()))
-
-    beams: Beams | None = None
-    while beams is not None or waiting:
-        if beams is None:  # a batch starts afresh
-            beams = admit()
-        elif waiting and len(beams.sentences) * beams.attention.size(-1) < join_below:
-            joining = advance(admit())
-            if joining is not None:
-                beams = beams.join(joining)
-        beams = advance(beams)
-    return [sorted(h, key=lambda h: -h.score)[:n_best] for h in found]
+    first (`BeamSearch`)."""
+    search = BeamSearch(model, beam_size, alpha, keep_attention, n_best, beta)
+    beams = search.start(SourceBatch(source, source_lengths, limits))
+    while beams is not None:
+        beams = search.step(beams)
+    return search.finish()

@@ -1,5 +1,6 @@
 """Translating text with a trained model: the `Translator` that every tool and the service use,
-and the batching by length under it (search in `attnmt.infer.search`)."""
+and the batching by length under it (search in `attnmt.infer.search`, batches joining a
+running beam search in `attnmt.infer.batches`)."""
 
 from __future__ import annotations
 
@@ -19,17 +20,13 @@ from attnmt.data.dataset import chunk_by_tokens, pad
 from attnmt.data.units import Link
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.infer.align import Side, links_from_attention, piece_links
+from attnmt.infer.batches import beam_search_batches
 from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.fast import once_per_distinct
+from attnmt.infer.hypothesis import Hypothesis
 from attnmt.infer.score import PairScore, forced_decode, forced_log_probs
-from attnmt.infer.search import (
-    Hypothesis,
-    SourceBatch,
-    beam_search_batches,
-    greedy,
-    max_lengths,
-)
+from attnmt.infer.search import SourceBatch, greedy, max_lengths
 from attnmt.model.build import build_model
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.runtime import check_dtype, pick_device

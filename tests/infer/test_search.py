@@ -8,7 +8,7 @@ import torch
 from attnmt.infer.fast import LOG_PROB_ROWS, block_rows, pick_log_probs, row_top_k
 from attnmt.infer.search import beam_search, best_extensions, greedy, max_lengths
 from attnmt.runtime import quantize
-from attnmt.vocab import EOS_ID
+from attnmt.vocab import BOS_ID, EOS_ID
 from tests.model.test_seq2seq import batch, tiny_model
 
 
@@ -162,15 +162,58 @@ def test_coverage_penalty_is_gnmts_formula_on_real_positions():
 def test_a_zero_coverage_penalty_leaves_the_beams_as_they_were(seed):
     model, source, lengths = _model_and_source(seed)
     limits = max_lengths(lengths, 2.0, 3)
-    before = beam_search(model, source, lengths, limits, 4, 0.6, keep_attention=True, n_best=4)
-    zero = beam_search(model, source, lengths, limits, 4, 0.6, True, n_best=4, beta=0.0)
+    before = beam_search(model, source, lengths, limits, 4, 0.6, keep_attention=False, n_best=4)
     # The coverage kept, at a weight too small to reorder anything: the same hypotheses.
     tiny = beam_search(model, source, lengths, limits, 4, 0.6, False, n_best=4, beta=1e-9)
-    for a, b, c in zip(before, zero, tiny, strict=True):
-        assert [h.ids for h in a] == [h.ids for h in b] == [h.ids for h in c]
-        assert [h.score for h in a] == [h.score for h in b]
+    for a, c in zip(before, tiny, strict=True):
+        assert [h.ids for h in a] == [h.ids for h in c]
         assert [h.score for h in c] == pytest.approx([h.score for h in a], abs=1e-6)
-        assert all(torch.equal(x.attention, y.attention) for x, y in zip(a, b, strict=True))
+
+
+class _Reader:
+    """A stand-in model of two source positions and six words (a = 4, b = 5), its step's
+    log-probabilities and attention set by the previous word alone: from BOS, a (P 0.6) or b
+    (0.3), attending to position 0; then EOS (P 0.9), a attending to position 0 again and b
+    to position 1. So "a" is the likelier output, but leaves position 1 unread."""
+
+    A, B = 4, 5
+
+    def __init__(self):
+        self.decoder = self
+
+    def encode(self, source, source_lengths):
+        return None, self  # no state: each step depends on the previous word alone
+
+    def select(self, rows, sentences=None):
+        return self
+
+    def step_features(self, previous, state):
+        log_probs = torch.full((len(previous), 6), math.log(0.02))  # the logits
+        weights = torch.full((len(previous), 2), 0.5)
+        first = previous == BOS_ID
+        log_probs[first] = torch.tensor([0.025, 0.025, 0.025, 0.025, 0.6, 0.3]).log()
+        log_probs[~first, EOS_ID] = math.log(0.9)
+        weights[first | (previous == self.A)] = torch.tensor([1.0, 0.0])
+        weights[previous == self.B] = torch.tensor([0.0, 1.0])
+        return log_probs, weights, state
+
+    def logits(self, features):
+        return features
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_the_coverage_penalty_reranks_what_leaves_a_source_position_unread(beta):
+    # "a" attends to position 0 twice (coverage 2, 0), "b" to each once (1, 1). beta = 0:
+    # log P alone ranks a first; beta = 0.1 costs a 0.1 log 1e-6 (MIN_COVERAGE for its unread
+    # position), about -1.38, more than the log 2 it leads by: b first.
+    model, source, lengths = _Reader(), torch.tensor([[7, EOS_ID]]), torch.tensor([2])
+    (found,) = beam_search(model, source, lengths, torch.tensor([5]), 2, 0.0, True, 2, beta)
+    a = math.log(0.6 * 0.9) + beta * math.log(1e-6)
+    b = math.log(0.3 * 0.9)
+    expected = sorted([([model.A], a), ([model.B], b)], key=lambda h: -h[1])
+    assert [h.ids for h in found] == [ids for ids, _ in expected]
+    assert [h.score for h in found] == pytest.approx([score for _, score in expected], abs=1e-5)
+    assert all(h.ended for h in found)
 
 
 def _forced_log_p(model, source, length, hypothesis):
@@ -280,7 +323,7 @@ def _batches(seed):
 def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides, beta):
     # A batch joining mid-search takes its first step alone, then joins with its words and
     # attention after padding and its keys padded to the longer source: none of it may show.
-    from attnmt.infer.search import beam_search_batches
+    from attnmt.infer.batches import beam_search_batches
 
     model = tiny_model("decoder.dropout=0.0", *overrides).eval()
     torch.manual_seed(2)
@@ -303,6 +346,24 @@ def test_batches_that_join_a_running_search_find_what_they_find_alone(overrides,
             assert not y.attention[:, n:].any()
 
 
+def test_the_scheduler_without_joins_finds_what_beam_search_finds_batch_by_batch():
+    # beam_search_batches' beams (JoinedBeams, every sentence started with its batch) against
+    # BeamSearch's own: the same hypotheses, scores and attention, bit for bit.
+    from attnmt.infer.batches import beam_search_batches
+
+    model, _, _ = _model_and_source(0)
+    batches = _batches(2)
+    each = [
+        found
+        for b in batches
+        for found in beam_search(model, b.source, b.lengths, b.limits, 3, 0.6, True, 2, 0.3)
+    ]
+    together = beam_search_batches(model, batches, 3, 0.6, True, n_best=2, beta=0.3)
+    for a, b in zip(each, together, strict=True):
+        assert [(h.ids, h.score, h.ended) for h in a] == [(h.ids, h.score, h.ended) for h in b]
+        assert all(torch.equal(x.attention, y.attention) for x, y in zip(a, b, strict=True))
+
+
 @pytest.mark.parametrize("join_below", [1, 20])
 def test_an_ensemble_joins_batches_and_a_batch_may_end_at_its_first_step(join_below):
     # Limits of 1 end every sentence of the second batch at its first step: nothing joins
@@ -310,8 +371,8 @@ def test_an_ensemble_joins_batches_and_a_batch_may_end_at_its_first_step(join_be
     # starts afresh (1: never).
     from dataclasses import replace
 
+    from attnmt.infer.batches import beam_search_batches
     from attnmt.infer.ensemble import Ensemble
-    from attnmt.infer.search import beam_search_batches
 
     model = tiny_model("decoder.dropout=0.0").eval()
     batches = _batches(1)

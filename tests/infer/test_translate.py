@@ -223,12 +223,12 @@ def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
 
 def test_small_batches_that_join_a_running_beam_search_translate_as_alone(trained_run, monkeypatch):
     # batches of one or two sentences (batch_tokens=12), each joining the beams still running
-    from attnmt.infer import search, translate
+    from attnmt.infer import batches, translate
 
     monkeypatch.setattr(translate, "JOIN_BELOW", 100.0)  # join whenever a batch waits
     joins = []
-    join = search.Beams.join
-    monkeypatch.setattr(search.Beams, "join", lambda *args: joins.append(1) or join(*args))
+    join = batches.JoinedBeams.join
+    monkeypatch.setattr(batches.JoinedBeams, "join", lambda *args: joins.append(1) or join(*args))
     translator = Translator.load(trained_run / "best.pt", "cpu")
     texts = ["我很好。", "你好！", "他走了。", "我们明天去公园。", "他昨天没有来上班。", "好。"]
     alone = [translator.translate([t], beam_size=4, n_best=2, attention=True)[0] for t in texts]
