@@ -73,10 +73,13 @@ serve: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }
 	$(BIN)/attnmt-serve ckpt=$(CKPT) $(ARGS)
 
-# The scorer study: every attention option and guided alignment, 4 minutes x seeds 1-3 each (96
-# minutes of training on 2 cores, plus starts and evaluations: about 2 hours); runs in
-# compare/runs/VARIANT/seedN are reused or resumed. Options before the overrides, e.g.
-# ARGS="--seeds 2 --variants additive dot".
+# The scorer study (scripts/compare.py): every attention option, additive with Luong's decoder
+# without input feeding, and guided alignment at W 0.5 and 1, each trained for the recipe's whole
+# step budget (trainer.max_steps; --steps N) with early stopping off, seeds 1-3: many hours. Each
+# finished run's figures go to the committed ledger docs/study/ledger/ (one JSON a run), and a run
+# whose key is there is neither trained nor evaluated again; an interrupted run in
+# compare/runs/VARIANT/seedN resumes. It ends with one verdict line per variant against additive.
+# Options before the overrides, e.g. ARGS="--seeds 2 --variants additive dot luong-nofeed+dot".
 compare: install
 	$(BIN)/python scripts/compare.py $(DATA_ARGS) $(ARGS)
 

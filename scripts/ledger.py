@@ -1,0 +1,207 @@
+"""The scorer study's ledger: one small JSON file per finished run, committed, so that a study
+can span days and machines and `make compare` trains and evaluates only the runs it lacks.
+
+A run's key says which model it is: its variant, seed, step budget, precision (bf16 and fp32
+runs are different entries), the processed dataset's fingerprint, the model-code version
+(`attnmt.MODEL_CODE_VERSION`), a digest of its resolved training config and its overrides. An
+entry whose key equals a run's in every field stands for that run; one that differs in any
+field is not reused. What the entry holds beside its key (docs/study/ledger/README.md):
+
+    commit, cpu, device, torch       where and from what it trained
+    data_folder, vocab               the processed dataset's folder name, vocabulary sizes
+    dev, test                        {bleu, chrf, stats}: corpus BLEU and chrF with beam 5, and
+                                     sacrebleu's BLEU statistics of each sentence (attnmt.infer.
+                                     significance.bleu_statistics), what the bootstrap resamples
+    bleu_signature                   sacrebleu's BLEU signature
+    aer, aer_low, aer_high, entropy  attention figures of the test split and the gold set
+    minutes, train_tokens_per_s, decode_sent_per_s
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+SPLITS = ("dev", "test")
+STATS_WIDTH = 10  # sacrebleu's BLEU statistics of a sentence
+# What an entry holds beside its key; a file that lacks one is refused.
+FIELDS = (
+    "commit",
+    "cpu",
+    "device",
+    "torch",
+    "data_folder",
+    "vocab",
+    *SPLITS,
+    "bleu_signature",
+    "aer",
+    "aer_low",
+    "aer_high",
+    "entropy",
+    "minutes",
+    "train_tokens_per_s",
+    "decode_sent_per_s",
+)
+SPLIT_FIELDS = ("bleu", "chrf", "stats")
+# The figures that must be numbers (of the entry, and of each split).
+NUMBERS = (
+    "aer",
+    "aer_low",
+    "aer_high",
+    "entropy",
+    "minutes",
+    "train_tokens_per_s",
+    "decode_sent_per_s",
+)
+
+
+class LedgerError(Exception):
+    """A ledger file that cannot be read as an entry; the message names it."""
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Which model a run is: two runs with equal keys train the same model."""
+
+    variant: str
+    seed: int
+    steps: int
+    precision: str  # what the run trains in: bf16, fp16 or fp32
+    data: str  # the processed dataset's fingerprint (its manifest.json)
+    model_code: int  # attnmt.MODEL_CODE_VERSION
+    config: str  # sha256 of the resolved training config, less where files go
+    overrides: tuple[str, ...]  # the run's overrides, less where files go
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> RunKey:
+        return cls(**{**values, "overrides": tuple(values["overrides"])})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "overrides": list(self.overrides)}
+
+    def file_name(self) -> str:
+        """The entry's file: readable fields, then a digest of the whole key."""
+        digest = hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode())
+        variant = re.sub(r"[^A-Za-z0-9_.-]", "_", self.variant)
+        return (
+            f"{variant}.seed{self.seed}.{self.steps}steps.{self.precision}."
+            f"{digest.hexdigest()[:12]}.json"
+        )
+
+
+KEY_FIELDS = tuple(RunKey.__dataclass_fields__)
+KEY_TYPES = {
+    "variant": str,
+    "seed": int,
+    "steps": int,
+    "precision": str,
+    "data": str,
+    "model_code": int,
+    "config": str,
+    "overrides": list,
+}
+
+
+class Ledger:
+    """The entries of a ledger folder (its *.json files), by key."""
+
+    def __init__(self, folder: Path, entries: dict[RunKey, tuple[Path, dict]]) -> None:
+        self.folder = folder
+        self.entries = entries
+
+    @classmethod
+    def read(cls, folder: Path) -> Ledger:
+        """Every entry of `folder` (none if it does not exist yet), each checked."""
+        entries: dict[RunKey, tuple[Path, dict]] = {}
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            entry = read_entry(path)
+            key = RunKey.of(entry["key"])
+            if key in entries:
+                raise LedgerError(f"{path}: the same key as {entries[key][0]}; remove one")
+            entries[key] = (path, entry)
+        return cls(folder, entries)
+
+    def find(self, key: RunKey) -> tuple[Path, dict] | None:
+        """The file and entry of `key`, if the ledger has it."""
+        return self.entries.get(key)
+
+    def write(self, key: RunKey, figures: dict) -> tuple[Path, dict]:
+        """Add the entry of `key` (replacing a file of the same name); its file and entry."""
+        entry = {"key": key.as_dict(), **{name: figures[name] for name in FIELDS}}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / key.file_name()
+        path.write_text(entry_text(entry), encoding="utf-8")
+        self.entries[key] = (path, entry)
+        return path, entry
+
+
+def entry_text(entry: dict) -> str:
+    """The entry as indented JSON with each list of numbers on one line (a sentence's
+    statistics), so that a file reads and diffs line by line."""
+
+    def text(value: Any, depth: int) -> str:
+        inner, outer = " " * (depth + 1), " " * depth
+        if isinstance(value, dict) and value:
+            items = [f"{inner}{json.dumps(k)}: {text(v, depth + 1)}" for k, v in value.items()]
+            return "{\n" + ",\n".join(items) + f"\n{outer}}}"
+        if isinstance(value, list) and not all(isinstance(v, int | float) for v in value):
+            items = [f"{inner}{text(v, depth + 1)}" for v in value]
+            return "[\n" + ",\n".join(items) + f"\n{outer}]"
+        return json.dumps(value, ensure_ascii=False)
+
+    return text(entry, 0) + "\n"
+
+
+def read_entry(path: Path) -> dict:
+    """One ledger file, refused with a LedgerError naming it (and what is wrong) unless it is
+    a whole entry."""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise LedgerError(f"{path}: cannot be read ({error})") from None
+    except json.JSONDecodeError as error:
+        raise LedgerError(f"{path}: not JSON ({error})") from None
+    if not isinstance(entry, dict):
+        raise LedgerError(f"{path}: not a ledger entry (a JSON object with a key)")
+    missing = [name for name in ("key", *FIELDS) if name not in entry]
+    if missing:
+        raise LedgerError(f"{path}: missing {', '.join(missing)}")
+    key = entry["key"]
+    if not isinstance(key, dict) or sorted(key) != sorted(KEY_FIELDS):
+        raise LedgerError(f"{path}: its key must have exactly {', '.join(KEY_FIELDS)}")
+    for name, kind in KEY_TYPES.items():
+        value = key[name]
+        if name == "overrides":
+            if not isinstance(value, list) or not all(isinstance(o, str) for o in value):
+                raise LedgerError(f"{path}: key.overrides must be a list of strings")
+        elif not isinstance(value, kind) or isinstance(value, bool):
+            raise LedgerError(f"{path}: key.{name} must be a {kind.__name__}, not {value!r}")
+    for split in SPLITS:
+        figures = entry[split]
+        if not isinstance(figures, dict) or any(name not in figures for name in SPLIT_FIELDS):
+            raise LedgerError(f"{path}: {split} must have {', '.join(SPLIT_FIELDS)}")
+        for name in ("bleu", "chrf"):
+            if not is_number(figures[name]):
+                raise LedgerError(f"{path}: {split}.{name} must be a number")
+        stats = figures["stats"]
+        if not isinstance(stats, list) or not all(
+            isinstance(row, list) and len(row) == STATS_WIDTH and all(map(is_count, row))
+            for row in stats
+        ):
+            raise LedgerError(f"{path}: {split}.stats must hold {STATS_WIDTH} counts a sentence")
+    for name in NUMBERS:
+        if not is_number(entry[name]):
+            raise LedgerError(f"{path}: {name} must be a number")
+    return entry
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
