@@ -137,11 +137,13 @@ def quantize(model: torch.nn.Module, kind: str | None, device: torch.device) -> 
         return model
     if device.type != "cpu":
         raise ConfigError(f"quantize={kind}: int8 decoding runs on the CPU only (device=cpu)")
+    import copy
     import warnings
 
     from torch.ao.quantization import quantize_dynamic
 
     layers = {torch.nn.Linear, torch.nn.GRU, torch.nn.LSTM, torch.nn.RNN}
+    model = copy.deepcopy(model)  # the caller's model keeps its own layers
     for module in model.modules():
         # quantize_dynamic swaps exact types: a fast twin (`attnmt.model.fast`) of one of these
         # layers, which says so in `twin_of`, is quantized as the layer it equals
@@ -149,7 +151,7 @@ def quantize(model: torch.nn.Module, kind: str | None, device: torch.device) -> 
             module.__class__ = type(module).twin_of
     with warnings.catch_warnings():  # torch.ao.quantization's deprecation notice
         warnings.simplefilter("ignore")
-        return quantize_dynamic(model, layers, dtype=torch.qint8)
+        return quantize_dynamic(model, layers, dtype=torch.qint8, inplace=True)
 
 
 def check_dtype(dtype: str, kind: str | None, device: torch.device) -> torch.dtype:

@@ -304,7 +304,8 @@ def train_run(run: Run) -> None:
         raise
     if status:
         raise StudyError(f"training failed (exit {status}): {' '.join(command)}")
-    (run.directory / FINISHED).write_text(" ".join(command) + "\n", encoding="utf-8")
+    if unfinished(run) is None:  # a run stopped by a signal exits 0 too: it resumes next time
+        (run.directory / FINISHED).write_text(" ".join(command) + "\n", encoding="utf-8")
 
 
 def unfinished(run: Run) -> str | None:

@@ -49,6 +49,7 @@ def main() -> None:
             f"hydra.run.dir={run_dir}",
             "trainer.device=cuda",
             "trainer.amp=true",
+            "trainer.max_steps=null",  # the minutes are the budget here, for both runs
             f"trainer.max_time={args.minutes}",
             "trainer.patience=null",
             *overrides,

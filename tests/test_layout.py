@@ -15,16 +15,28 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
+def absolute(node: ast.ImportFrom, path: Path) -> str:
+    """The module a `from ... import` names, relative ones (`from .fast import x`) resolved."""
+    if not node.level:
+        return node.module or ""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imported(path: Path) -> set[str]:
     """The attnmt modules a file imports, anywhere in it (functions and TYPE_CHECKING too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("attnmt")}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnmt"):
+        elif isinstance(node, ast.ImportFrom) and absolute(node, path).startswith("attnmt"):
+            module = absolute(node, path)
             for alias in node.names:
-                child = f"{node.module}.{alias.name}"
-                found.add(child if child in MODULES else node.module)
+                child = f"{module}.{alias.name}"
+                found.add(child if child in MODULES else module)
     return found & set(MODULES)
 
 
@@ -164,6 +176,19 @@ def test_the_plain_model_imports_nothing_fast():
     assert {name: reachable(graph, name) & SPEED_MODULES for name in PLAIN_MODEL} == {
         name: set() for name in PLAIN_MODEL
     }
+
+
+def test_relative_imports_count_too():
+    package = PACKAGE / "model" / "decoder.py"
+    tree = ast.parse(
+        "from .fast import Dropout\nfrom . import blocks\nfrom ..vocab import PAD_ID\n"
+    )
+    nodes = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert [absolute(n, package) for n in nodes] == [
+        "attnmt.model.fast",
+        "attnmt.model",
+        "attnmt.vocab",
+    ]
 
 
 def test_the_speed_check_finds_an_indirect_import():

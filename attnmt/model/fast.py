@@ -1,4 +1,5 @@
-"""The fast twins: subclasses of the plain modules that compute the same numbers, faster.
+"""The fast twins: subclasses of the plain modules that compute the same numbers, faster (the
+Dropout twin draws its masks from the same distribution by another route).
 
 Each twin has its plain module's parameters, buffers and state_dict keys; `accelerate.py`
 swaps them in when the model is built (`model.fast=true`, the default), the way

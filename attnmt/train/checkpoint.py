@@ -157,8 +157,8 @@ class KeptBest:
     ) -> None:
         """Keep the model at `step` (validation `score`; `record`: its figures, stored with
         it) if it is among the best `count`."""
-        if not self.count:
-            return
+        if not self.count or any(kept_step == step for _, kept_step, _ in self.kept):
+            return  # nothing to keep, or this step is kept already (a resumed run's last)
         place = self._place(score, step)
         if place >= self.count:
             return

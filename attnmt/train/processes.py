@@ -47,9 +47,13 @@ PROBE_OVERRIDES = (
     "trainer.keep_best=0",
     "trainer.patience=null",
     "trainer.resume=null",
+    # every run ends with a validation: the probe's decodes one piece a sentence
+    "trainer.val_max_length_a=0",
+    "trainer.val_max_length_b=1",
+    "trainer.samples=0",
 )
 # What a measurement depends on, besides the machine (the rest of a config changes no speed).
-SPEED_KEYS = ("encoder", "decoder", "attention")
+SPEED_KEYS = ("model", "encoder", "decoder", "attention")
 TRAINER_SPEED_KEYS = ("device", "threads", "amp", "compile", "batch_tokens", "accumulate")
 
 

@@ -108,6 +108,6 @@ class Records:
             except json.JSONDecodeError:  # cut short by a kill mid-write: written again
                 log.warning("%s:%d: an unfinished record, dropped", self.metrics_path, number)
                 continue
-            if record["step"] <= step:
+            if record["step"] <= step and record["kind"] != "stop":  # the run goes on
                 kept.append(line)
         self.metrics_path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")

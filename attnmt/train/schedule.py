@@ -72,7 +72,7 @@ class Schedule:
         self.warmup, self.min_lr = warmup_steps, min_lr
         self.total, self.seconds = total_steps, total_seconds
         self.patience, self.factor = plateau_patience, plateau_factor
-        self.plateau_scale, self.best, self.bad = 1.0, -math.inf, 0
+        self.plateau_scale, self.bad = 1.0, 0
 
     def progress(self, step: int, elapsed: float) -> float:
         """How far after warmup the run is through its budget, from 0 to 1."""
@@ -104,10 +104,11 @@ class Schedule:
             group["lr"] = lr
         return lr
 
-    def observe(self, dev_bleu: float) -> None:
-        """Tell the plateau schedule a validation's dev BLEU."""
-        if dev_bleu > self.best:
-            self.best, self.bad = dev_bleu, 0
+    def observe(self, improved: bool) -> None:
+        """Tell the plateau schedule whether a validation's score beat the best before it
+        (`attnmt.train.state.better`, which knows which way is better)."""
+        if improved:
+            self.bad = 0
             return
         self.bad += 1
         if self.kind == "plateau" and self.bad >= self.patience:
@@ -115,11 +116,8 @@ class Schedule:
             self.bad = 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"plateau_scale": self.plateau_scale, "best": self.best, "bad": self.bad}
+        return {"plateau_scale": self.plateau_scale, "bad": self.bad}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.plateau_scale, self.best, self.bad = (
-            state["plateau_scale"],
-            state["best"],
-            state["bad"],
-        )
+        # (checkpoints before `observe` took `improved` also hold the best score: not needed)
+        self.plateau_scale, self.bad = state["plateau_scale"], state["bad"]

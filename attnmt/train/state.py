@@ -16,6 +16,7 @@ from attnmt.runtime import pick_device
 from attnmt.train.schedule import COSINE_NEEDS_BUDGET, OPTIMIZERS, SCHEDULES
 
 MAX_PROCESSES = 1024
+CUT = "cut by trainer.max_time"  # how a stop reason starts when the cap cut a step budget
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,7 @@ class TrainerConfig:
                 if self.max_steps is not None
                 else (f"trainer.max_epochs={self.max_epochs}")
             )
-            return (
-                f"cut by trainer.max_time={self.max_time} minutes at step {p.step}, before {budget}"
-            )
+            return f"{CUT}={self.max_time} minutes at step {p.step}, before {budget}"
         if self.patience is not None and p.validations_without_improvement >= self.patience:
             return f"no better {metric} in {self.patience} validations (trainer.patience)"
         return None
@@ -194,6 +193,8 @@ class Progress:
         """The progress a checkpoint saved; checkpoints before `best_score` saved `best_bleu`,
         -1 before any validation."""
         saved = dict(saved)
+        if "validated_step" not in saved and saved.get("best_step") == saved.get("step"):
+            saved["validated_step"] = saved["step"]  # saved before the field: its best.pt
         if "best_bleu" in saved:
             bleu = saved.pop("best_bleu")
             saved["best_score"] = bleu if bleu >= 0 else None
@@ -217,7 +218,7 @@ class Summary:
         """The summary of a run that stopped at `progress` for `reason`."""
         return cls(
             progress.best_score,
-            files.best if files.best.is_file() and progress.best_step else None,
+            files.best if files.best.is_file() and progress.best_score is not None else None,
             progress.step,
             progress.epoch,
             reason,

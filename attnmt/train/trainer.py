@@ -36,7 +36,7 @@ from attnmt.train.checkpoint import (
 )
 from attnmt.train.records import Records
 from attnmt.train.schedule import Schedule
-from attnmt.train.state import Progress, Summary, TrainerConfig, better
+from attnmt.train.state import CUT, Progress, Summary, TrainerConfig, better
 
 if TYPE_CHECKING:
     from attnmt.train.validate import Validation
@@ -193,8 +193,11 @@ class Trainer:
         for path in paths:
             save_checkpoint(payload, path)
 
-    def _validate(self) -> None:
-        """Rank 0 validates; every rank learns the score (for the schedule and stopping)."""
+    def _validate(self, closing: bool = False) -> None:
+        """Rank 0 validates; every rank learns the score (for the schedule and stopping).
+        A `closing` validation, the one that ends a stopped run off the validation schedule,
+        keeps best.pt but leaves patience and the plateau schedule as they were, so that a
+        resumed run goes on as an uninterrupted one would."""
         result = None
         if self.ranks.main:
             result = self.validate()
@@ -206,10 +209,12 @@ class Trainer:
         if improved:
             p.best_score = score
             p.best_step = p.step
-            p.validations_without_improvement = 0
-        else:
-            p.validations_without_improvement += 1
-        self.schedule.observe(score)
+        if not closing:
+            if improved:
+                p.validations_without_improvement = 0
+            else:
+                p.validations_without_improvement += 1
+            self.schedule.observe(improved)
         if result is not None:
             self._report(result, improved)
 
@@ -226,6 +231,8 @@ class Trainer:
     def _stop_reason(self, start: float) -> str | None:
         """Why to stop now, or None; when any rank stops, all do."""
         elapsed = self.progress.elapsed + time.monotonic() - start
+        if self.cfg.max_time is not None and self.ranks.world > 1:
+            elapsed = distributed.from_main(elapsed, self.device)  # one clock: one reason
         reason = self.stop_signal or self.cfg.stop_reason(
             self.progress, elapsed, self.validate.metric
         )
@@ -241,6 +248,8 @@ class Trainer:
         return self.schedule.set_step(self.progress.step, elapsed)
 
     def _on_signal(self, number: int, _frame: Any) -> None:
+        if self.stop_signal is not None:  # a second signal: stop now, without the validation
+            raise KeyboardInterrupt(self.stop_signal)
         self.stop_signal = f"stopped by {signal.Signals(number).name}"
 
     def fit(self) -> Summary:
@@ -310,19 +319,13 @@ class Trainer:
                     self._validate()
                 reason = self._stop_reason(start)
         bar.close()
+        self._save(self.files.last)  # first: a signal may be followed by a kill
         if p.validated_step != p.step:  # whatever stopped the run, it ends validated
-            log.info("%s: a last validation at step %d", reason, p.step)
-            self._validate()
-        else:
-            self._save(self.files.last)
+            log.info("%s: a last validation at step %d (a second signal skips it)", reason, p.step)
+            self._validate(closing=True)
+        cut = reason.startswith(CUT)
         self.records.write(
-            {
-                "kind": "stop",
-                "step": p.step,
-                "epoch": p.epoch,
-                "reason": reason,
-                "cut": reason.startswith("cut by"),
-            }
+            {"kind": "stop", "step": p.step, "epoch": p.epoch, "reason": reason, "cut": cut}
         )
         return reason
 

@@ -141,9 +141,17 @@ def bf16_training_case(overrides):
     return run
 
 
-def bf16_decoding_case(monkeypatch):
+def bf16_decoding_case(*overrides):
     """bf16 weights: the bf16 GRU decoding step (gru_step) and blocked products."""
-    plain, accelerated = twins()
+
+    def run(monkeypatch):
+        return bf16_decoded(monkeypatch, *overrides)
+
+    return run
+
+
+def bf16_decoded(monkeypatch, *overrides):
+    plain, accelerated = twins(*overrides)
     plain, accelerated = plain.eval().bfloat16(), accelerated.eval().bfloat16()
     steps = []
     monkeypatch.setattr(fast, "gru_step", lambda *a: steps.append(1) or fused.gru_step(*a))
@@ -244,7 +252,10 @@ CASES = {
         f"bf16-train-{'-'.join(o) or 'default'}": bf16_training_case(o)
         for o in ([], ["encoder.num_layers=2"], ["decoder=luong", "decoder.input_feeding=false"])
     },
-    "bf16-decode": bf16_decoding_case,
+    **{
+        f"bf16-decode-{'-'.join(o) or 'default'}": bf16_decoding_case(*o)
+        for o in ([], ["decoder=luong"], ["decoder=luong", "decoder.input_feeding=false"])
+    },
     **{f"gru_layer-{a}-pad{p}": gru_layer_case(a, p) for a in (False, True) for p in (0, 5)},
     "gru_step-fp32": gru_step_case(torch.float32),
     "gru_step-bf16": gru_step_case(torch.bfloat16),

@@ -45,17 +45,17 @@ def test_cosine_over_minutes_follows_the_clock_and_the_earlier_budget_ends_it():
 
 def test_plateau_cuts_after_patience_validations_and_round_trips():
     s = schedule("plateau", patience=2, factor=0.5)
-    for bleu in (10.0, 9.0, 8.0):  # two without improvement: one cut
-        s.observe(bleu)
+    for improved in (True, False, False):  # two without improvement: one cut
+        s.observe(improved)
     assert s.set_step(100) == 0.5
-    s.observe(12.0)  # better: the count starts again
-    s.observe(11.0)
+    s.observe(True)  # better: the count starts again
+    s.observe(False)
     assert s.set_step(101) == 0.5
     again = schedule("plateau", patience=2, factor=0.5)
     again.load_state_dict(s.state_dict())
     assert again.set_step(101) == 0.5
     for _ in range(40):
-        s.observe(0.0)
+        s.observe(False)
     assert s.set_step(102) == 0.01  # never below min_lr
 
 

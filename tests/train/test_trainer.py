@@ -166,9 +166,12 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_corpus, tmp_path):
 
 
 def test_the_runs_config_records_the_processes_and_threads_it_ran_with(tiny_corpus, tmp_path):
-    trainer = make_trainer(tiny_corpus, tmp_path, "run", "trainer.threads=null")
-    ran_with = trainer.identity["config"]["trainer"]
-    assert ran_with["processes"] == "1" and ran_with["threads"] == torch.get_num_threads()
+    for threads in ("1", "2"):
+        trainer = make_trainer(tiny_corpus, tmp_path, f"run{threads}", f"trainer.threads={threads}")
+        ran_with = trainer.identity["config"]["trainer"]
+        assert ran_with["processes"] == "1" and ran_with["threads"] == int(threads)
+    auto = make_trainer(tiny_corpus, tmp_path, "auto", "trainer.threads=null")
+    assert isinstance(auto.identity["config"]["trainer"]["threads"], int)
 
 
 def test_a_cap_cuts_a_step_budget_says_so_and_still_ends_validated(tiny_corpus, tmp_path):
