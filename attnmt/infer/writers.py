@@ -14,6 +14,7 @@ from attnmt.data.units import Link
 from attnmt.infer.align import format_links
 from attnmt.infer.score import PairScore
 from attnmt.infer.translate import SearchConfig, Translation, Translator
+from attnmt.pieces import group_weights
 
 BLOCK_LINES = 10_000  # input lines sorted by length and translated together
 
@@ -76,15 +77,19 @@ def translate_stream(
 
 def save_attention(results: Sequence[Translation], path: Path) -> None:
     """An .npz with, for sentence i, `attention_i` (target x source, the best hypothesis's
-    weights; EOS rows and columns included), `source_i` and `target_i` (the pieces)."""
+    weights; EOS rows and columns included), `source_i` and `target_i` (the pieces; the byte
+    pieces of a character as one, labelled with it: `attnmt.pieces.group_weights`)."""
     arrays = {}
     for i, result in enumerate(results):
         if not result.hypotheses:
             continue
         best = result.hypotheses[0]
-        arrays[f"attention_{i}"] = best.attention
-        arrays[f"source_{i}"] = np.array(result.source_pieces)
-        arrays[f"target_{i}"] = np.array(best.target_pieces)
+        weights, source, target = group_weights(
+            best.attention, result.source_pieces, best.target_pieces
+        )
+        arrays[f"attention_{i}"] = weights
+        arrays[f"source_{i}"] = np.array(source)
+        arrays[f"target_{i}"] = np.array(target)
     np.savez_compressed(path, **arrays)
 
 
