@@ -17,6 +17,7 @@ from sentencepiece import SentencePieceProcessor
 from attnmt.config import bounded, check_ranges
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
+from attnmt.data.tokenizer import decode
 from attnmt.data.units import Link
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.infer.align import Side, links_from_attention, piece_links
@@ -402,7 +403,7 @@ class Translator:
         pieces = [self.target_sp.id_to_piece(i) for i in hypothesis.ids]
         weights = hypothesis.attention
         return Candidate(
-            self.target_sp.decode(hypothesis.ids),
+            decode(self.target_sp, hypothesis.ids),
             hypothesis.score,
             pieces + [EOS_PIECE] if hypothesis.ended else pieces,
             weights.float().numpy() if weights is not None else None,

@@ -10,7 +10,9 @@ import torch
 
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import Translator
+from attnmt.pieces import labels
 from attnmt.runtime import cpu_has_bf16, quantize
+from attnmt.vocab import UNK_ID
 from tests.pictures import heatmap_pixels, pixels
 
 
@@ -243,3 +245,14 @@ def test_small_batches_that_join_a_running_beam_search_translate_as_alone(traine
         for a, b in zip(one.hypotheses, found.hypotheses, strict=True):
             assert a.attention.shape == b.attention.shape
             assert np.allclose(a.attention, b.attention, atol=1e-5)
+
+
+def test_a_character_the_training_data_never_had_translates_without_unk(byte_fallback_run):
+    translator = Translator.load(byte_fallback_run / "best.pt")
+    text = "我喜欢龘。"  # 龘: in no sentence of the made-up corpus
+    assert UNK_ID not in translator.source_sp.encode(text)
+    (result,) = translator.translate([text], beam_size=2, n_best=2, attention=True)
+    assert result.hypotheses and result.text == result.hypotheses[0].text
+    assert "<0xE9>" in result.source_pieces and "龘" in labels(result.source_pieces)
+    assert all("\ufffd" not in h.text for h in result.hypotheses)
+    assert len(translator.links(text, result)[0]) > 0  # alignment reads the byte pieces too
