@@ -256,3 +256,42 @@ def test_a_character_the_training_data_never_had_translates_without_unk(byte_fal
     assert "<0xE9>" in result.source_pieces and "龘" in labels(result.source_pieces)
     assert all("\ufffd" not in h.text for h in result.hypotheses)
     assert len(translator.links(text, result)[0]) > 0  # alignment reads the byte pieces too
+
+
+def test_a_three_sentence_chinese_paragraph_comes_back_as_its_sentences_joined(
+    trained_run, monkeypatch
+):
+    import attnmt.infer.translate as module
+
+    translator = Translator.load(trained_run / "best.pt")
+    sentences = ["我很好。", "你好！", "他走了。"]
+    alone = translator.translate(sentences, beam_size=3, n_best=2, attention=True)
+    calls = []
+    search = module.translate_ids
+    monkeypatch.setattr(module, "translate_ids", lambda *a, **k: calls.append(1) or search(*a, **k))
+    paragraph, other = translator.translate(
+        ["".join(sentences), "你好！"], beam_size=3, n_best=2, attention=True, split_sentences=True
+    )
+    assert len(calls) == 1  # the sentences of both paragraphs in one search
+    assert paragraph.sentences == sentences and other.sentences == ["你好！"]
+    assert paragraph.text == " ".join(t.text for t in alone) and paragraph.text.count(" ") >= 2
+    for mine, theirs in zip(paragraph.translations, alone, strict=True):  # per sentence
+        assert mine.source_pieces == theirs.source_pieces
+        assert [h.text for h in mine.hypotheses] == [h.text for h in theirs.hypotheses]
+        assert len(mine.hypotheses) == 2
+        for h, g in zip(mine.hypotheses, theirs.hypotheses, strict=True):
+            assert h.attention.shape == g.attention.shape and np.allclose(h.attention, g.attention)
+    assert other.text == alone[1].text
+
+
+def test_a_paragraph_of_punctuation_alone_gets_an_empty_translation(trained_run):
+    translator = Translator.load(trained_run / "best.pt")
+    empty, filled = translator.translate(["。！？", "我很好。"], split_sentences=True)
+    assert (empty.text, empty.sentences, empty.translations) == ("", [], [])
+    assert not empty.truncated and filled.text == translator.translate(["我很好。"])[0].text
+
+
+def test_without_splitting_a_paragraph_is_one_sentence(trained_run):
+    translator = Translator.load(trained_run / "best.pt")
+    (whole,) = translator.translate(["我很好。你好！"])
+    assert whole.source_pieces.count("。") == 1 and whole.hypotheses  # a Translation, as before
