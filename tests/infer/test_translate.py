@@ -295,3 +295,25 @@ def test_without_splitting_a_paragraph_is_one_sentence(trained_run):
     translator = Translator.load(trained_run / "best.pt")
     (whole,) = translator.translate(["我很好。你好！"])
     assert whole.source_pieces.count("。") == 1 and whole.hypotheses  # a Translation, as before
+
+
+def test_attnmt_translate_split_sentences_takes_a_paragraph_a_line(trained_run, tmp_path):
+    npz = tmp_path / "att.npz"
+    lines = ["我很好。你好！他走了。", "。！？", "你好！"]
+    stdin = "\n".join(lines).encode()
+    flags = ["split_sentences=true", "beam_size=3"]
+    result = translate(trained_run, *flags, "alignment=hard", f"attention={npz}", stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    out = [line.split(" ||| ") for line in result.stdout.decode().splitlines()]
+    translator = Translator.load(trained_run / "best.pt")
+    expected = translator.translate(lines, beam_size=3, split_sentences=True)
+    assert [row[0] for row in out] == [p.text for p in expected] and out[1][0] == ""
+    assert [len(row) - 1 for row in out] == [3, 1, 1]  # links per sentence; ' ||| ' for none
+    assert {"attention_0_0", "attention_0_2", "attention_2_0"} <= set(np.load(npz))
+    nbest = translate(trained_run, *flags, "n_best=2", stdin=stdin)
+    rows = [line.split(" ||| ")[:2] for line in nbest.stdout.decode().splitlines()]
+    assert rows == [["0", "0"]] * 2 + [["0", "1"]] * 2 + [["0", "2"]] * 2 + [["2", "0"]] * 2
+    whole = translate(trained_run, "beam_size=3", stdin=stdin)  # off: a line is one sentence
+    assert whole.stdout.decode().splitlines() == [
+        t.text for t in translator.translate(lines, beam_size=3)
+    ]
