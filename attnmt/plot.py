@@ -14,6 +14,8 @@ matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from attnmt.pieces import group_weights  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 DPI = 100  # pixels per inch of every PNG
@@ -121,7 +123,10 @@ def heatmap_inches(rows: int, columns: int) -> tuple[float, float]:
 def attention_figure(
     weights: np.ndarray, source_pieces: list[str], target_pieces: list[str], title: str = ""
 ) -> Figure:
-    """A target-by-source heatmap of attention weights, pieces on the axes, with a colour bar."""
+    """A target-by-source heatmap of attention weights, pieces on the axes, with a colour bar;
+    the byte pieces of a character (byte fallback) are one row or column labelled with it
+    (`attnmt.pieces.group_weights`)."""
+    weights, source_pieces, target_pieces = group_weights(weights, source_pieces, target_pieces)
     font = cjk_font()
     if font is None:
         log.warning(

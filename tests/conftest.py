@@ -112,3 +112,44 @@ def trained_run(tmp_path_factory, tiny_corpus) -> Path:
     run_dir.mkdir()
     build_trainer(plain(compose_config("train", overrides)), run_dir).fit()
     return run_dir
+
+
+def made_up_corpus(path: Path) -> Path:
+    """60 made-up Tatoeba-style pairs over 16 Chinese characters (subject, verb, object), so a
+    test can name characters the training data never had."""
+    import itertools
+
+    subjects = {"我": "I", "你": "You", "他": "He", "她": "She", "我们": "We"}
+    verbs = {"喜欢": "like", "看": "see", "吃": "eat"}
+    objects = {"苹果": "apples", "书": "books", "鱼": "fish", "米饭": "rice"}
+    lines = [
+        f"{s_en} {v_en} {o_en}.\t{s_zh}{v_zh}{o_zh}。\tmade up for the tests\n"
+        for (s_zh, s_en), (v_zh, v_en), (o_zh, o_en) in itertools.product(
+            subjects.items(), verbs.items(), objects.items()
+        )
+    ]
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def byte_fallback_run(tmp_path_factory) -> Path:
+    """A run directory whose best.pt trained a few steps on `made_up_corpus` with
+    data.vocab.byte_fallback=true: its Chinese vocabulary is the 16 characters, the 256 byte
+    pieces and a few more."""
+    from attnmt.train.build import build_trainer
+
+    root = tmp_path_factory.mktemp("bytes")
+    overrides = [
+        *tiny_train_overrides(made_up_corpus(root / "made-up.txt"), root / "data"),
+        "data.dev_size=5",
+        "data.test_size=5",
+        "data.vocab.src_size=280",
+        "data.vocab.tgt_size=26",
+        "data.vocab.byte_fallback=true",
+        "trainer.max_steps=20",
+    ]
+    run_dir = root / "run"
+    run_dir.mkdir()
+    build_trainer(plain(compose_config("train", overrides)), run_dir).fit()
+    return run_dir

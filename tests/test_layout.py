@@ -82,7 +82,8 @@ def test_the_cycle_finder_finds_one():
 
 
 # The layer table of docs/architecture.md: each layer and the layers it may import, lowest
-# first. "base" is the package's shared foundation (errors, config, vocab, runtime, options).
+# first. "base" is the package's shared foundation (errors, config, vocab, pieces, runtime,
+# options).
 LAYERS = {
     "base": set(),
     "data": {"base"},
@@ -94,7 +95,7 @@ LAYERS = {
     "cli": {"base", "data", "model", "plot", "infer", "train", "serve"},
     "entry": {"infer"},  # attnmt/__init__.py: the lazy `Translator`
 }
-BASE = {"errors", "config", "vocab", "runtime", "options"}
+BASE = {"errors", "config", "vocab", "pieces", "runtime", "options"}
 
 
 def layer(module: str) -> str:

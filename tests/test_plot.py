@@ -70,3 +70,12 @@ def test_learning_curve_draws_train_and_dev_loss_and_bleu(tmp_path):
     assert pixels(png).shape[:2] == (450, 800)
     assert shows_colour(png, "tab:blue", alpha=0.7)  # train loss
     assert shows_colour(png, "tab:orange") and shows_colour(png, "tab:green")  # dev loss, BLEU
+
+
+def test_the_heatmap_labels_a_character_s_byte_pieces_with_the_character():
+    source = ["▁我", "<0xE9>", "<0xBE>", "<0x98>", "</s>"]  # 龘 in byte pieces
+    weights = np.full((3, 5), 0.2)
+    axis = attention_figure(weights, source, TARGET).axes[0]
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["▁我", "龘", "</s>"]
+    (image,) = axis.get_images()
+    assert image.get_array().shape == (3, 3) and np.allclose(image.get_array()[:, 1], 0.6)

@@ -1,4 +1,5 @@
-"""attnmt-translate ckpt=PATH: translate stdin or input=FILE, one line out per line in."""
+"""attnmt-translate ckpt=PATH: translate stdin or input=FILE, one line out per line in (with
+split_sentences=true, each line a paragraph translated sentence by sentence)."""
 
 import contextlib
 import sys
@@ -11,12 +12,7 @@ from attnmt.config import in_range, output_path
 from attnmt.data.corpus import decode_lines, read_lines
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import SearchConfig
-from attnmt.infer.writers import (
-    plot_attention,
-    save_attention,
-    translate_stream,
-    write_translations,
-)
+from attnmt.infer.writers import plot_attention, save_attention, translate_stream
 from attnmt.runtime import keep_freed_memory, set_threads
 
 
@@ -32,6 +28,7 @@ class TranslateOptions(ModelToolOptions):
     plot: str | None
     alignment: str | None
     threshold: float | None
+    split_sentences: bool
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -55,7 +52,7 @@ def run(cfg: TranslateOptions) -> None:
     attention = output_path(cfg.attention, "attention") if cfg.attention else None
     plot = output_path(cfg.plot, "plot", folder=True) if cfg.plot else None
     translator = cfg.load()
-    align = cfg.alignment == "hard"
+    align, split = cfg.alignment == "hard", cfg.split_sentences
 
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout
@@ -63,16 +60,18 @@ def run(cfg: TranslateOptions) -> None:
             print("attnmt: type a sentence, Ctrl-D to quit", file=sys.stderr)
             for number, line in enumerate(sys.stdin):
                 text = line.rstrip("\n")
-                results = translator.translate([text], search, attention=align)
-                links = [translator.links(text, results[0], cfg.threshold)] if align else None
-                write_translations(results, out, search.n_best, number, links)
+                translate_stream(
+                    translator, [text], search, out, False, align, cfg.threshold, split, number
+                )
                 out.flush()
             return
         source = (
             read_lines(Path(cfg.input)) if cfg.input else decode_lines(sys.stdin.buffer, "<stdin>")
         )
         keep = bool(attention or plot)
-        results = translate_stream(translator, source, search, out, keep, align, cfg.threshold)
+        results = translate_stream(
+            translator, source, search, out, keep, align, cfg.threshold, split
+        )
     if attention:
         save_attention(results, attention)
     if plot:

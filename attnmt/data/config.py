@@ -37,7 +37,9 @@ VOCAB_RANGES = {
 
 @dataclass(frozen=True)
 class VocabConfig:
-    """SentencePiece settings: separate models per language unless `joint`."""
+    """SentencePiece settings: separate models per language unless `joint`; `byte_fallback`:
+    the Chinese model (or the joint one) spells a character outside its vocabulary in UTF-8
+    byte pieces instead of `<unk>`."""
 
     joint: bool
     src_size: int
@@ -46,6 +48,7 @@ class VocabConfig:
     model_type: str
     coverage: dict[str, float]
     max_sentences: int
+    byte_fallback: bool = False  # (checkpoints from before the key have none)
 
 
 # The data keys that say where a corpus's pairs come from: what each entry of data.corpora sets.
@@ -118,6 +121,8 @@ class DataConfig:
         settings.pop("processed_dir")
         if settings["corpora"] is None:  # one corpus: the settings (and folder) of before
             settings.pop("corpora")
+        if not settings["vocab"]["byte_fallback"]:  # off: the settings (and folder) of before
+            settings["vocab"].pop("byte_fallback")
         settings["pipeline_version"] = PIPELINE_VERSION
         if given:
             settings["given_tokenizers"] = given_digests(given)

@@ -38,6 +38,7 @@ from attnmt.data.mix import CORPUS_FILE, CorpusMix
 from attnmt.data.split import SPLITS, TRAIN, assign_splits, group_pairs
 from attnmt.data.tokenizer import load_sentencepiece, train_sentencepiece
 from attnmt.errors import ConfigError, DataError
+from attnmt.vocab import UNK_ID
 
 ENCODE_CHUNK = 10_000  # pairs tokenised at a time
 
@@ -165,6 +166,7 @@ def _train_tokenizers(
             min(cfg.vocab.coverage.values()),
             cfg.vocab.max_sentences,
             "data.vocab.joint_size",
+            cfg.vocab.byte_fallback,
         )
     else:
         for lang in langs:
@@ -178,6 +180,7 @@ def _train_tokenizers(
                 cfg.vocab.coverage[lang],
                 cfg.vocab.max_sentences,
                 key,
+                cfg.vocab.byte_fallback and lang == "zh",  # English's coverage is 1.0
             )
     return {lang: load_sentencepiece(folder / spm_model_name(cfg, lang)) for lang in langs}
 
@@ -201,14 +204,14 @@ def _encode_and_write(
     folder: Path,
     report: corpus.CleaningReport,
     train_corpus: np.ndarray | None = None,
-) -> dict[str, int]:
+) -> tuple[dict[str, int], dict[str, int]]:
     """Tokenise each split a chunk at a time, apply the length rules to train, write the text
-    and the ids; return the pair count of each split. With several corpora (`train_corpus`:
-    the corpus of each staged training pair), the corpus of each kept one goes to
-    `train.corpus.npy`."""
+    and the ids; return the pair count of each split and the `<unk>` pieces in its sources.
+    With several corpora (`train_corpus`: the corpus of each staged training pair), the
+    corpus of each kept one goes to `train.corpus.npy`."""
     kept_corpus: list[np.ndarray] = []
     langs = (cfg.src_lang, cfg.tgt_lang)
-    counts = {}
+    counts, unknown = {}, {}
     for split in SPLITS:
         with contextlib.ExitStack() as stack:
             texts = [
@@ -222,7 +225,7 @@ def _encode_and_write(
             staged = zip(
                 *(corpus.read_own_lines(folder / f".{split}.{lang}") for lang in langs), strict=True
             )
-            counts[split] = 0
+            counts[split] = unknown[split] = 0
             seen = 0  # staged pairs of this split read so far
             for chunk in corpus.chunks(staged, ENCODE_CHUNK):
                 sides = list(zip(*chunk, strict=True))  # (source sentences, target sentences)
@@ -239,6 +242,7 @@ def _encode_and_write(
                     text.write("".join(side[i] + "\n" for i in keep))
                     writer.add([side_ids[i] for i in keep])
                 counts[split] += len(keep)
+                unknown[split] += sum(encoded[0][i].count(UNK_ID) for i in keep)
         if split == "train" and not counts[split]:
             raise DataError(
                 "no training pairs left after the length rules "
@@ -246,7 +250,7 @@ def _encode_and_write(
             )
     if train_corpus is not None:
         np.save(folder / CORPUS_FILE, np.concatenate(kept_corpus).astype(np.int8))
-    return counts
+    return counts, unknown
 
 
 def _passes_length_rules(
@@ -329,7 +333,7 @@ def _build(
             use = CorpusMix(train_corpus, weights, evaluated).tokenizer_lines(cfg.seed)
         models = _train_tokenizers(cfg, folder, sizes[TRAIN], use)
     log.info("tokenising")
-    counts = _encode_and_write(cfg, models, folder, report, train_corpus)
+    counts, unknown = _encode_and_write(cfg, models, folder, report, train_corpus)
     for staging in folder.glob(".*"):
         staging.unlink()
     vocab = {
@@ -352,6 +356,8 @@ def _build(
             + (("dev_test_overlap",) if len(inputs) > 1 else ())
         },
         "counts": counts,
+        # What the source vocabulary lacks: 0 with data.vocab.byte_fallback on the source side.
+        "unknown_source_pieces": unknown,
         "vocab": vocab,
         "seed": cfg.seed,
         "config": {k: v for k, v in to_dict(cfg).items() if k != "corpora" or v is not None},
@@ -424,6 +430,8 @@ def summary_table(manifest: dict[str, Any]) -> str:
     rows = [("pairs read", manifest["read"])]
     rows += [(f"dropped: {rule}", n) for rule, n in manifest["dropped"].items()]
     rows += [(f"{split} pairs", manifest["counts"][split]) for split in SPLITS]
+    unknown = manifest.get("unknown_source_pieces", {})  # (folders built before it have none)
+    rows += [(f"<unk> in {split} sources", n) for split, n in unknown.items()]
     rows += [
         (f"vocabulary {lang} ({v['model']})", v["size"]) for lang, v in manifest["vocab"].items()
     ]

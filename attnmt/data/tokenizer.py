@@ -1,16 +1,18 @@
-"""SentencePiece models: training them with attnmt's special ids (attnmt/vocab.py), loading them."""
+"""SentencePiece models: training them with attnmt's special ids (attnmt/vocab.py), loading them,
+and decoding a model's output ids to text."""
 
 from __future__ import annotations
 
 import io
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
 from attnmt.errors import DataError
+from attnmt.pieces import piece_groups
 from attnmt.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
@@ -29,10 +31,13 @@ def train_sentencepiece(
     character_coverage: float,
     max_sentences: int,
     size_key: str,
+    byte_fallback: bool = False,
 ) -> None:
     """Train a SentencePiece model on `sentences` (`count` of them, streamed) and write it to
     `model_file`, with attnmt's fixed special ids. Beyond `max_sentences` sentences it learns
-    from a random sample of that many, drawn with a fixed seed so that reruns agree.
+    from a random sample of that many, drawn with a fixed seed so that reruns agree. With
+    `byte_fallback`, a character outside the vocabulary is encoded as its UTF-8 bytes, never
+    `<unk>`: 256 byte pieces (ids 4 to 259) that count in `vocab_size`.
 
     `size_key` is the config key that set `vocab_size`, named in the error when the data is too
     small for it.
@@ -55,15 +60,17 @@ def train_sentencepiece(
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
+            byte_fallback=byte_fallback,
             # One thread: the same input then gives byte-identical models.
             num_threads=1,
             minloglevel=2,
         )
     except RuntimeError as error:
         sampled = f" (a sample of {max_sentences:,})" if count > max_sentences else ""
+        bytes_counted = " (256 of them byte pieces: data.vocab.byte_fallback)" * byte_fallback
         raise DataError(
-            f"{size_key}={vocab_size}: SentencePiece cannot build this vocabulary from "
-            f"{count:,} training sentences{sampled}: {error}"
+            f"{size_key}={vocab_size}{bytes_counted}: SentencePiece cannot build this "
+            f"vocabulary from {count:,} training sentences{sampled}: {error}"
         ) from None
     model_file.write_bytes(model.getvalue())
 
@@ -82,3 +89,12 @@ def check_special_ids(model: spm.SentencePieceProcessor, where: str) -> None:
     ids = (model.pad_id(), model.unk_id(), model.bos_id(), model.eos_id())
     if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
         raise DataError(f"{where}: special ids (pad, unk, bos, eos) are {ids}, expected 0..3")
+
+
+def decode(sp: spm.SentencePieceProcessor, ids: Sequence[int]) -> str:
+    """The text of piece `ids`, as `sp.decode` writes it, less any byte piece that is part of
+    no whole UTF-8 character (`attnmt.pieces`): a model with byte fallback may emit a broken
+    byte sequence, which is dropped rather than shown as U+FFFD."""
+    ids = list(ids)
+    broken = {g.start for g in piece_groups([sp.id_to_piece(i) for i in ids]) if g.broken}
+    return sp.decode([i for k, i in enumerate(ids) if k not in broken])  # (broken: one piece)

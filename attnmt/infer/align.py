@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from sentencepiece import SentencePieceProcessor
 
+from attnmt.data.tokenizer import decode
 from attnmt.data.units import GoldPair, Link, piece_to_unit, unit_spans
 from attnmt.errors import DataError
 
@@ -32,7 +33,8 @@ BOOTSTRAP_SAMPLES = 1000
 
 
 def piece_spans(sp: SentencePieceProcessor, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-    """The piece ids of `text` and the character span of each piece in it."""
+    """The piece ids of `text` and the character span of each piece in it (the byte pieces of
+    one character before its last: an empty span where it starts, so the character's unit)."""
     encoded = sp.encode(text, return_type="proto")
     byte_to_char = np.zeros(len(text.encode("utf-8")) + 1, dtype=np.int64)
     at = 0
@@ -50,9 +52,11 @@ def piece_spans(sp: SentencePieceProcessor, text: str) -> tuple[list[int], list[
 def decoded_spans(
     sp: SentencePieceProcessor, ids: Sequence[int]
 ) -> tuple[str, list[tuple[int, int]]]:
-    """The text of piece `ids` (as `sp.decode` writes it) and each piece's span in it."""
-    text = sp.decode(list(ids))
-    ends = [len(sp.decode(list(ids[: k + 1]))) for k in range(len(ids))]
+    """The text of piece `ids` (as `decode` writes it) and each piece's span in it: the byte
+    pieces of one character (byte fallback) before its last have an empty span where it
+    starts, which `piece_to_unit` gives that character's unit."""
+    text = decode(sp, ids)
+    ends = [len(decode(sp, ids[: k + 1])) for k in range(len(ids))]
     return text, list(zip([0, *ends][: len(ends)], ends, strict=True))  # no ids: no spans
 
 

@@ -1,6 +1,7 @@
 """Translating text with a trained model: the `Translator` that every tool and the service use,
 and the batching by length under it (search in `attnmt.infer.search`, batches joining a
-running beam search in `attnmt.infer.batches`)."""
+running beam search in `attnmt.infer.batches`); paragraphs split into sentences
+(`attnmt.data.sentences`) and their translations joined again."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import torch
@@ -17,6 +18,8 @@ from sentencepiece import SentencePieceProcessor
 from attnmt.config import bounded, check_ranges
 from attnmt.data.corpus import normalize
 from attnmt.data.dataset import chunk_by_tokens, pad
+from attnmt.data.sentences import join_sentences, split_paragraph
+from attnmt.data.tokenizer import decode
 from attnmt.data.units import Link
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.infer.align import Side, links_from_attention, piece_links
@@ -175,6 +178,40 @@ class Translation:
         return self.hypotheses[0].text if self.hypotheses else ""
 
 
+@dataclass
+class Paragraph:
+    """The translation of a paragraph split into sentences: each sentence's `Translation` (its
+    n-best, pieces and attention), and their best translations joined."""
+
+    sentences: list[str]  # the source's sentences, as split (normalised as in training)
+    translations: list[Translation]  # one per sentence, in order
+    text: str  # the best translations joined: a space between English sentences, none in Chinese
+
+    @property
+    def truncated(self) -> bool:
+        """Whether a sentence was longer than max_input_length and was cut."""
+        return any(t.truncated for t in self.translations)
+
+
+def split_paragraphs(texts: Sequence[str], lang: str) -> list[list[str]]:
+    """The sentences of each text of language `lang`, normalised as in training (none for a
+    text of punctuation alone)."""
+    return [split_paragraph(normalize(text, lang), lang) for text in texts]
+
+
+def join_paragraphs(
+    split: Sequence[Sequence[str]], translations: Sequence[Translation], lang: str
+) -> list[Paragraph]:
+    """The `Paragraph` of each text of `split` (its sentences), given the translations of all
+    their sentences in order, joined as language `lang` joins sentences."""
+    found, at = [], 0
+    for sentences in split:
+        mine = list(translations[at : at + len(sentences)])
+        found.append(Paragraph(list(sentences), mine, join_sentences([t.text for t in mine], lang)))
+        at += len(sentences)
+    return found
+
+
 class Translator:
     """A trained model with its tokenizers: text in, translations out.
 
@@ -260,6 +297,7 @@ class Translator:
             "parameters": sum(p.numel() for p in self.model.parameters()),
         }
 
+    @overload
     def translate(
         self,
         texts: Sequence[str],
@@ -267,23 +305,65 @@ class Translator:
         *,
         attention: bool = False,
         first_line: int = 1,
+        split_sentences: Literal[False] = False,
         **settings: Any,
-    ) -> list[Translation]:
+    ) -> list[Translation]: ...
+
+    @overload
+    def translate(
+        self,
+        texts: Sequence[str],
+        search: SearchConfig | None = None,
+        *,
+        attention: bool = False,
+        first_line: int = 1,
+        split_sentences: Literal[True],
+        **settings: Any,
+    ) -> list[Paragraph]: ...
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        search: SearchConfig | None = None,
+        *,
+        attention: bool = False,
+        first_line: int = 1,
+        split_sentences: bool = False,
+        **settings: Any,
+    ) -> list[Translation] | list[Paragraph]:
         """Translate raw sentences (normalised as in training), one `Translation` each, in
         order; an empty sentence gives no hypotheses. `search` says how (default:
         `SearchConfig()`), `settings` change some of it (beam_size=3, n_best=2, ...).
         `attention` keeps each hypothesis's weights; `first_line` is the number of texts[0] in
-        its input, for the warnings."""
+        its input, for the warnings.
+
+        `split_sentences`: each text is a paragraph, split into sentences
+        (`attnmt.data.sentences`); the sentences of all texts are translated together, and
+        each text gets a `Paragraph` (one of punctuation alone: no sentence, an empty text)."""
         search = (search or SearchConfig()).changed(**settings)
+        if not split_sentences:
+            places = [f"line {first_line + i}" for i in range(len(texts))]
+            return self._translate(texts, search, attention, places)
+        split = split_paragraphs(texts, self.src_lang)
+        places = [
+            f"line {first_line + i}, sentence {k + 1}"
+            for i, sentences in enumerate(split)
+            for k in range(len(sentences))
+        ]
+        sentences = [sentence for paragraph in split for sentence in paragraph]
+        found = self._translate(sentences, search, attention, places)
+        return join_paragraphs(split, found, self.tgt_lang)
+
+    def _translate(
+        self, texts: Sequence[str], search: SearchConfig, attention: bool, places: Sequence[str]
+    ) -> list[Translation]:
+        """`translate` of sentences; `places` names each in the warnings."""
         pieces = self._encode(texts)
         limit = search.max_input_length
         for i, ids in enumerate(pieces):
             if len(ids) > limit:
                 log.warning(
-                    "line %d: %d pieces, truncated to %d (max_input_length)",
-                    first_line + i,
-                    len(ids),
-                    limit,
+                    "%s: %d pieces, truncated to %d (max_input_length)", places[i], len(ids), limit
                 )
         filled = [i for i, ids in enumerate(pieces) if ids]
         sources = [np.array(pieces[i][:limit], dtype=np.int64) for i in filled]
@@ -402,7 +482,7 @@ class Translator:
         pieces = [self.target_sp.id_to_piece(i) for i in hypothesis.ids]
         weights = hypothesis.attention
         return Candidate(
-            self.target_sp.decode(hypothesis.ids),
+            decode(self.target_sp, hypothesis.ids),
             hypothesis.score,
             pieces + [EOS_PIECE] if hypothesis.ended else pieces,
             weights.float().numpy() if weights is not None else None,

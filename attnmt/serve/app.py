@@ -1,12 +1,14 @@
 """The HTTP API and the web page of attnmt-serve.
 
     POST /v1/translate  {"text": [...], "model": null, "beam_size": null, "n_best": 1,
-                         "attention": false}
+                         "attention": false, "split_sentences": false}
                         (model null or left out: the first model; beam_size null or left
-                        out: the service's default, see /v1/health)
+                        out: the service's default, see /v1/health; split_sentences: each
+                        text a paragraph, its sentences translated and joined)
     GET  /v1/health     the models' names, languages and sizes, and the service's limits
-    GET  /              the web page (static/): each model's translation, n-best list and
-                        attention heatmap with the hard alignment, side by side
+    GET  /              the web page (static/): a paragraph a line, each model's
+                        translations, n-best lists and attention heatmaps with the hard
+                        alignment, side by side
     GET  /docs          the OpenAPI docs
 
 The service serves the named models it was started with (one, or several to compare); a
@@ -32,7 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from attnmt.errors import ConfigError
-from attnmt.infer.translate import SearchConfig, Translation, Translator
+from attnmt.infer.translate import (
+    Paragraph,
+    SearchConfig,
+    Translation,
+    Translator,
+    join_paragraphs,
+    split_paragraphs,
+)
+from attnmt.pieces import group_links, group_weights, labels
 from attnmt.serve.batcher import Batcher, Overloaded
 from attnmt.serve.guard import BodyLimit, RequireToken
 
@@ -51,8 +61,8 @@ def body_bytes(max_sentences: int, max_chars: int) -> int:
 class Limits:
     """What one request may ask for (configs/tools/serve.yaml gives the values)."""
 
-    max_sentences: int  # sentences per request
-    max_chars: int  # characters per sentence
+    max_sentences: int  # sentences per request (with split_sentences, after splitting)
+    max_chars: int  # characters per sentence (with split_sentences, after splitting)
     max_beam_size: int
     max_body_bytes: int  # the request body, counted as it arrives
 
@@ -68,6 +78,11 @@ class TranslateRequest(BaseModel):
     n_best: int = Field(1, description="hypotheses per sentence, best first (at most beam_size)")
     attention: bool = Field(
         False, description="add each hypothesis's attention weights and hard alignment"
+    )
+    split_sentences: bool = Field(
+        False,
+        description="each text is a paragraph: its sentences are translated (the limits "
+        "count them) and joined; its answer lists them under `sentences`",
     )
 
 
@@ -105,7 +120,8 @@ def model_named(name: str | None, names: Sequence[str]) -> str:
 
 
 def check_request(body: TranslateRequest, limits: Limits) -> None:
-    """Refuse sentences that the limits do not allow, naming the field."""
+    """Refuse texts that the limits do not allow, naming the field (with split_sentences,
+    `check_sentences` counts their sentences)."""
     if not body.text:
         raise RequestError(422, "text: an empty list; send at least one sentence")
     if len(body.text) > limits.max_sentences:
@@ -113,7 +129,7 @@ def check_request(body: TranslateRequest, limits: Limits) -> None:
             413, f"text: {len(body.text)} sentences; at most {limits.max_sentences} per request"
         )
     for i, sentence in enumerate(body.text):
-        if len(sentence) > limits.max_chars:
+        if len(sentence) > limits.max_chars and not body.split_sentences:
             raise RequestError(
                 413, f"text[{i}]: {len(sentence)} characters; at most {limits.max_chars}"
             )
@@ -123,31 +139,60 @@ def check_request(body: TranslateRequest, limits: Limits) -> None:
             )
 
 
+def check_sentences(split: Sequence[Sequence[str]], limits: Limits) -> None:
+    """Refuse paragraphs whose sentences (`split`, by paragraph) the limits do not allow."""
+    count = sum(map(len, split))
+    if count > limits.max_sentences:
+        raise RequestError(
+            413, f"text: {count} sentences once split; at most {limits.max_sentences} per request"
+        )
+    for i, sentences in enumerate(split):
+        for k, sentence in enumerate(sentences):
+            if len(sentence) > limits.max_chars:
+                raise RequestError(
+                    413,
+                    f"text[{i}]: sentence {k + 1} has {len(sentence)} characters; at most "
+                    f"{limits.max_chars}",
+                )
+
+
 def translation_json(
     text: str, result: Translation, alignments: list[list[tuple[int, int]]] | None
 ) -> dict:
     """One sentence's answer: the best text, the hypotheses and the pieces; given each
     hypothesis's hard alignment (the request asked for attention), its attention weights
-    and that alignment, as [source piece, target piece] pairs."""
+    and that alignment, as [source piece, target piece] pairs. The byte pieces of a character
+    (byte fallback) are one piece, the character (`attnmt.pieces`)."""
     hypotheses = []
     for k, hypothesis in enumerate(result.hypotheses):
         entry = {
             "text": hypothesis.text,
             "score": round(hypothesis.score, 4),
-            "target_pieces": hypothesis.target_pieces,
+            "target_pieces": labels(hypothesis.target_pieces),
         }
         if alignments is not None:
-            entry["attention"] = [
-                [round(w, 4) for w in row] for row in hypothesis.attention.tolist()
-            ]
-            entry["alignment"] = [list(link) for link in alignments[k]]
+            pieces = (result.source_pieces, hypothesis.target_pieces)
+            weights = group_weights(hypothesis.attention, *pieces)[0]
+            entry["attention"] = [[round(w, 4) for w in row] for row in weights.tolist()]
+            entry["alignment"] = [list(link) for link in group_links(alignments[k], *pieces)]
         hypotheses.append(entry)
     return {
         "source": text,
         "text": result.text,
-        "source_pieces": result.source_pieces,
+        "source_pieces": labels(result.source_pieces),
         "truncated": result.truncated,
         "hypotheses": hypotheses,
+    }
+
+
+def paragraph_json(text: str, paragraph: Paragraph, sentences: list[dict]) -> dict:
+    """One paragraph's answer (split_sentences): its best translations joined, and each of
+    its sentences' answers (`translation_json`); none for a paragraph of punctuation alone."""
+    return {
+        "source": text,
+        "text": paragraph.text,
+        "truncated": paragraph.truncated,
+        "sentences": sentences,
     }
 
 
@@ -230,24 +275,35 @@ def create_app(
 
     @app.post("/v1/translate")
     async def translate(body: TranslateRequest) -> dict:
-        """Translate the sentences of `text`, in order, with the model `model` names."""
+        """Translate the sentences of `text` (or its paragraphs' sentences), in order, with
+        the model `model` names."""
         name = model_named(body.model, names)
         asked = request_search(body, search, limits)
         batcher = batchers[name]
-        texts = list(body.text)
-        results = await batcher.translate(texts, asked, body.attention)
-        alignments: list = [None] * len(texts)
+        texts = sentences = list(body.text)
+        if body.split_sentences:
+            split = split_paragraphs(texts, batcher.translator.src_lang)
+            check_sentences(split, limits)
+            sentences = [sentence for paragraph in split for sentence in paragraph]
+        results = await batcher.translate(sentences, asked, body.attention) if sentences else []
+        alignments: list = [None] * len(sentences)
         if body.attention:  # off the event loop: it decodes each hypothesis's pieces again
             alignments = await asyncio.to_thread(
-                piece_alignments, batcher.translator, texts, results
+                piece_alignments, batcher.translator, sentences, results
             )
-        return {
-            "model": name,
-            "translations": [
-                translation_json(text, result, links)
-                for text, result, links in zip(texts, results, alignments, strict=True)
-            ],
-        }
+        answers = [
+            translation_json(sentence, result, links)
+            for sentence, result, links in zip(sentences, results, alignments, strict=True)
+        ]
+        if not body.split_sentences:
+            return {"model": name, "translations": answers}
+        paragraphs, at = [], 0
+        tgt_lang = batcher.translator.tgt_lang
+        for text, paragraph in zip(texts, join_paragraphs(split, results, tgt_lang), strict=True):
+            count = len(paragraph.sentences)
+            paragraphs.append(paragraph_json(text, paragraph, answers[at : at + count]))
+            at += count
+        return {"model": name, "translations": paragraphs}
 
     @app.get("/v1/health")
     async def health() -> dict:

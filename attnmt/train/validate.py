@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from attnmt.data.dataset import ParallelData
+from attnmt.data.tokenizer import decode
 from attnmt.infer.evaluate import score
 from attnmt.infer.translate import SearchConfig, Translation, Translator, translate_ids
 from attnmt.train.loss import TokenLoss
@@ -85,7 +86,7 @@ class Validator:
             self.translator.target_sp,
         )
         found = translate_ids(model, self.sources, self.search, device)
-        hypotheses = [target_sp.decode(h[0].ids) for h in found]
+        hypotheses = [decode(target_sp, h[0].ids) for h in found]
         scores = score(hypotheses, self.references, self.translator.tgt_lang)
         count = self.sample_count
         samples = [(self.source_lines[i], hypotheses[i], self.references[i]) for i in range(count)]

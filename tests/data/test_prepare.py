@@ -11,10 +11,11 @@ from attnmt.config import to_dataclass
 from attnmt.data import corpus
 from attnmt.data.config import DataConfig
 from attnmt.data.ids import TokenIds
-from attnmt.data.prepare import prepare_dataset
+from attnmt.data.prepare import prepare_dataset, summary_table
 from attnmt.data.split import SPLITS
-from attnmt.data.tokenizer import load_sentencepiece
+from attnmt.data.tokenizer import decode, load_sentencepiece
 from attnmt.errors import ConfigError, DataError
+from attnmt.vocab import UNK_ID
 from tests.conftest import compose_config, plain, small_data_overrides
 
 
@@ -269,3 +270,48 @@ def test_a_temp_folder_whose_owner_holds_the_lock_is_left_alone(small_corpus, tm
     os.close(lock)  # the builder dies without finishing
     waiting.join(timeout=120)
     assert not theirs.exists() and (cfg.folder / "manifest.json").is_file()
+
+
+def test_byte_fallback_leaves_no_unknown_chinese_piece(small_corpus, tmp_path):
+    overrides = small_data_overrides(small_corpus, tmp_path)
+    _, without, _ = prepare_dataset(data_config(overrides))
+    config = data_config([*overrides, "data.vocab.byte_fallback=true", "data.vocab.src_size=1200"])
+    folder, manifest, _ = prepare_dataset(config)
+    assert without["unknown_source_pieces"]["test"] > 0  # characters train never had
+    assert manifest["unknown_source_pieces"] == {"train": 0, "dev": 0, "test": 0}
+    assert "<unk> in test sources" in summary_table(manifest)
+    zh = load_sentencepiece(folder / "spm.zh.model")  # the special ids stay 0..3
+    assert zh.get_piece_size() == 1200  # the 256 byte pieces count in the size
+    assert [zh.id_to_piece(i) for i in (4, 259)] == ["<0x00>", "<0xFF>"]
+    ids = zh.encode("龘")
+    assert UNK_ID not in ids and decode(zh, ids) == "龘"
+    en = load_sentencepiece(folder / "spm.en.model")  # the English side has no byte pieces
+    assert not any(en.is_byte(i) for i in range(en.get_piece_size()))
+
+
+def test_a_byte_sequence_that_is_not_utf8_is_dropped_from_the_text(small_corpus, tmp_path):
+    overrides = small_data_overrides(small_corpus, tmp_path)
+    config = data_config([*overrides, "data.vocab.byte_fallback=true", "data.vocab.src_size=1200"])
+    zh = load_sentencepiece(prepare_dataset(config)[0] / "spm.zh.model")
+    ids = zh.encode("好龘")  # 龘 in its three byte pieces
+    assert decode(zh, ids) == "好龘"
+    assert decode(zh, ids[:-1]) == "好"  # 龘 cut short
+    assert decode(zh, [zh.piece_to_id("<0x98>"), *ids, zh.piece_to_id("<0xFF>")]) == "好龘"
+
+
+def test_byte_fallback_off_keeps_the_folder_of_before_the_key(small_corpus, tmp_path):
+    config = data_config(small_data_overrides(small_corpus, tmp_path))
+    assert "byte_fallback" not in config.settings()["vocab"]  # so not in the folder's hash
+    switched = data_config(
+        [*small_data_overrides(small_corpus, tmp_path), "data.vocab.byte_fallback=true"]
+    )
+    assert switched.folder != config.folder
+    with pytest.raises(ConfigError, match=r"data.vocab.byte_fallback=1: expected bool"):
+        data_config([*small_data_overrides(small_corpus, tmp_path), "data.vocab.byte_fallback=1"])
+
+
+def test_a_vocabulary_too_small_for_the_byte_pieces_says_they_count(small_corpus, tmp_path):
+    overrides = [*small_data_overrides(small_corpus, tmp_path), "data.vocab.src_size=800"]
+    prepare_dataset(data_config(overrides))  # enough without the byte pieces
+    with pytest.raises(DataError, match=r"data.vocab.src_size=800 \(256 of them byte pieces"):
+        prepare_dataset(data_config([*overrides, "data.vocab.byte_fallback=true"]))

@@ -251,3 +251,16 @@ def test_attnmt_translate_alignment_hard_appends_links(alone):
     assert sorted(j for _, j in pairs) == list(range(len(units(text, "en"))))
     assert all(0 <= i < len(units("我很好。", "zh")) for i, _ in pairs)
     assert empty == " ||| "
+
+
+def test_a_character_s_byte_pieces_all_map_to_its_unit(byte_fallback_run):
+    translator = Translator.load(byte_fallback_run / "best.pt")
+    text = "我喜欢龘。"
+    ids, source = Side.encoded(translator.source_sp, text, "zh")
+    pieces = [translator.source_sp.id_to_piece(i) for i in ids]
+    dragon = units(text, "zh").index("龘")
+    at = [k for k, piece in enumerate(pieces) if piece.startswith("<0x")]
+    assert len(at) == 3 and all(source.piece_units[k].argmax() == dragon for k in at)
+    assert source.piece_units[at].sum() == 3  # each byte piece covers that unit alone
+    decoded = Side.decoded(translator.source_sp, ids, "zh")  # the same pieces as an output
+    assert decoded.text == text and np.array_equal(decoded.piece_units, source.piece_units)

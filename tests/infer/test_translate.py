@@ -10,7 +10,9 @@ import torch
 
 from attnmt.errors import ConfigError
 from attnmt.infer.translate import Translator
+from attnmt.pieces import labels
 from attnmt.runtime import cpu_has_bf16, quantize
+from attnmt.vocab import UNK_ID
 from tests.pictures import heatmap_pixels, pixels
 
 
@@ -243,3 +245,75 @@ def test_small_batches_that_join_a_running_beam_search_translate_as_alone(traine
         for a, b in zip(one.hypotheses, found.hypotheses, strict=True):
             assert a.attention.shape == b.attention.shape
             assert np.allclose(a.attention, b.attention, atol=1e-5)
+
+
+def test_a_character_the_training_data_never_had_translates_without_unk(byte_fallback_run):
+    translator = Translator.load(byte_fallback_run / "best.pt")
+    text = "我喜欢龘。"  # 龘: in no sentence of the made-up corpus
+    assert UNK_ID not in translator.source_sp.encode(text)
+    (result,) = translator.translate([text], beam_size=2, n_best=2, attention=True)
+    assert result.hypotheses and result.text == result.hypotheses[0].text
+    assert "<0xE9>" in result.source_pieces and "龘" in labels(result.source_pieces)
+    assert all("\ufffd" not in h.text for h in result.hypotheses)
+    assert len(translator.links(text, result)[0]) > 0  # alignment reads the byte pieces too
+
+
+def test_a_three_sentence_chinese_paragraph_comes_back_as_its_sentences_joined(
+    trained_run, monkeypatch
+):
+    import attnmt.infer.translate as module
+
+    translator = Translator.load(trained_run / "best.pt")
+    sentences = ["我很好。", "你好！", "他走了。"]
+    alone = translator.translate(sentences, beam_size=3, n_best=2, attention=True)
+    calls = []
+    search = module.translate_ids
+    monkeypatch.setattr(module, "translate_ids", lambda *a, **k: calls.append(1) or search(*a, **k))
+    paragraph, other = translator.translate(
+        ["".join(sentences), "你好！"], beam_size=3, n_best=2, attention=True, split_sentences=True
+    )
+    assert len(calls) == 1  # the sentences of both paragraphs in one search
+    assert paragraph.sentences == sentences and other.sentences == ["你好！"]
+    assert paragraph.text == " ".join(t.text for t in alone) and paragraph.text.count(" ") >= 2
+    for mine, theirs in zip(paragraph.translations, alone, strict=True):  # per sentence
+        assert mine.source_pieces == theirs.source_pieces
+        assert [h.text for h in mine.hypotheses] == [h.text for h in theirs.hypotheses]
+        assert len(mine.hypotheses) == 2
+        for h, g in zip(mine.hypotheses, theirs.hypotheses, strict=True):
+            assert h.attention.shape == g.attention.shape and np.allclose(h.attention, g.attention)
+    assert other.text == alone[1].text
+
+
+def test_a_paragraph_of_punctuation_alone_gets_an_empty_translation(trained_run):
+    translator = Translator.load(trained_run / "best.pt")
+    empty, filled = translator.translate(["。！？", "我很好。"], split_sentences=True)
+    assert (empty.text, empty.sentences, empty.translations) == ("", [], [])
+    assert not empty.truncated and filled.text == translator.translate(["我很好。"])[0].text
+
+
+def test_without_splitting_a_paragraph_is_one_sentence(trained_run):
+    translator = Translator.load(trained_run / "best.pt")
+    (whole,) = translator.translate(["我很好。你好！"])
+    assert whole.source_pieces.count("。") == 1 and whole.hypotheses  # a Translation, as before
+
+
+def test_attnmt_translate_split_sentences_takes_a_paragraph_a_line(trained_run, tmp_path):
+    npz = tmp_path / "att.npz"
+    lines = ["我很好。你好！他走了。", "。！？", "你好！"]
+    stdin = "\n".join(lines).encode()
+    flags = ["split_sentences=true", "beam_size=3"]
+    result = translate(trained_run, *flags, "alignment=hard", f"attention={npz}", stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    out = [line.split(" ||| ") for line in result.stdout.decode().splitlines()]
+    translator = Translator.load(trained_run / "best.pt")
+    expected = translator.translate(lines, beam_size=3, split_sentences=True)
+    assert [row[0] for row in out] == [p.text for p in expected] and out[1][0] == ""
+    assert [len(row) - 1 for row in out] == [3, 1, 1]  # links per sentence; ' ||| ' for none
+    assert {"attention_0_0", "attention_0_2", "attention_2_0"} <= set(np.load(npz))
+    nbest = translate(trained_run, *flags, "n_best=2", stdin=stdin)
+    rows = [line.split(" ||| ")[:2] for line in nbest.stdout.decode().splitlines()]
+    assert rows == [["0", "0"]] * 2 + [["0", "1"]] * 2 + [["0", "2"]] * 2 + [["2", "0"]] * 2
+    whole = translate(trained_run, "beam_size=3", stdin=stdin)  # off: a line is one sentence
+    assert whole.stdout.decode().splitlines() == [
+        t.text for t in translator.translate(lines, beam_size=3)
+    ]

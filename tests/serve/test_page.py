@@ -133,3 +133,51 @@ def test_the_page_shows_each_model_side_by_side_with_its_alignment(browser, mode
     assert panels[0].find_element(By.CSS_SELECTOR, ".heatmap").get_attribute("id") == "heatmap"
     ARTIFACTS.mkdir(exist_ok=True)
     assert browser.save_screenshot(str(ARTIFACTS / "serve_page_models.png"))
+
+
+def test_two_lines_in_the_box_translate_both_with_every_model(browser, models_service):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    lines = ["我很好。你好！", "我们明天去公园。"]  # the first a paragraph of two sentences
+    browser.get(models_service.url + "/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(ready.text_to_be_present_in_element((By.ID, "direction"), "best · early · both"))
+    box = browser.find_element(By.ID, "source")
+    box.clear()
+    box.send_keys("\n".join(lines))
+    browser.find_element(By.ID, "submit").click()
+    panels = browser.find_elements(By.CSS_SELECTOR, "#panels .panel")
+    wait.until(
+        lambda page: all(len(p.find_elements(By.CSS_SELECTOR, ".line")) == 2 for p in panels)
+    )
+    wait.until(lambda page: all(p.find_elements(By.CSS_SELECTOR, "td.cell") for p in panels))
+    assert browser.find_element(By.ID, "error").text == ""
+    assert [p.get_attribute("data-model") for p in panels] == ["best", "early", "both"]
+    for panel in panels:
+        name = panel.get_attribute("data-model")
+        body = {
+            "text": lines,
+            "beam_size": 5,
+            "n_best": 3,
+            "attention": True,
+            "split_sentences": True,
+            "model": name,
+        }
+        expected = models_service.translate(body)[1]["translations"]
+        blocks = panel.find_elements(By.CSS_SELECTOR, ".line")
+        shown = [b.find_element(By.CSS_SELECTOR, ".translation").text for b in blocks]
+        assert shown == [p["text"] for p in expected] and all(shown)
+        for block, paragraph in zip(blocks, expected, strict=True):
+            sentences = block.find_elements(By.CSS_SELECTOR, ".sentence")
+            assert len(sentences) == len(paragraph["sentences"])
+            for shown_sentence, sentence in zip(sentences, paragraph["sentences"], strict=True):
+                sources = shown_sentence.find_elements(By.CSS_SELECTOR, ".heatmap thead th")[1:]
+                assert [th.text for th in sources] == sentence["source_pieces"]
+                items = shown_sentence.find_elements(By.CSS_SELECTOR, ".nbest-list li")
+                assert len(items) == len(sentence["hypotheses"])
+        headings = blocks[0].find_elements(By.CSS_SELECTOR, ".sentence-source")
+        assert [h.text.split(" → ")[0] for h in headings] == ["我很好。", "你好！"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "serve_page_paragraphs.png"))

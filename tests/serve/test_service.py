@@ -8,9 +8,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from attnmt.infer.translate import Translator
+from attnmt.infer.translate import Candidate, Translation, Translator
+from attnmt.serve.app import translation_json
 from tests.serve.conftest import Service, request
 
 SENTENCES = ["我很好。", "你好！", "他走了。", "我们明天去公园。", "他昨天没有来上班。"]
@@ -33,6 +35,14 @@ BAD_REQUESTS = [
     (b'{"text": ["\\ud800"]}', 422, "text[0]: control characters or unpaired surrogates"),
     ({"text": ["好"], "ckpt": "/etc/passwd"}, 422, "ckpt: Extra inputs are not permitted"),
     ({"text": ["好"], "model": "/etc/passwd"}, 404, "model: no model '/etc/passwd'"),
+    ({"text": ["好"], "split_sentences": "yes"}, 422, "split_sentences: Input should be a valid"),
+    ({"text": ["好。" * 33], "split_sentences": True}, 413, "text: 33 sentences once split; at"),
+    ({"text": ["好\n好"], "split_sentences": True}, 422, "text[0]: control characters"),
+    (
+        {"text": ["好。", "好" * 1001 + "。"], "split_sentences": True},
+        413,
+        "text[1]: sentence 1 has 1002 characters; at most 1000",
+    ),
 ]
 
 
@@ -133,3 +143,44 @@ def test_sigterm_answers_the_requests_in_flight_then_exits(trained_run):
     assert service.process.wait(timeout=30) == 0
     assert [a[0] for a in answers] == [200, 200, 200]
     assert all(len(a[1]["translations"]) == len(SENTENCES) for a in answers)
+
+
+def test_paragraphs_come_back_as_their_sentences_translated_and_joined(service, trained_run):
+    lines = ["我很好。你好！他走了。", "。！？", "我们明天去公园。"]
+    body = {"text": lines, "beam_size": 3, "n_best": 2, "attention": True, "split_sentences": True}
+    status, answer = service.translate(body)
+    assert status == 200
+    expected = Translator.load(trained_run / "best.pt").translate(
+        lines, beam_size=3, n_best=2, split_sentences=True
+    )
+    paragraphs = answer["translations"]
+    assert [p["source"] for p in paragraphs] == lines
+    assert [p["text"] for p in paragraphs] == [p.text for p in expected]
+    assert [len(p["sentences"]) for p in paragraphs] == [3, 0, 1]
+    assert paragraphs[1]["text"] == ""  # punctuation alone: an empty translation
+    first = paragraphs[0]["sentences"]
+    assert [s["source"] for s in first] == ["我很好。", "你好！", "他走了。"]
+    assert [s["text"] for s in first] == [t.text for t in expected[0].translations]
+    for sentence in first:  # n-best, attention and alignment per sentence
+        assert len(sentence["hypotheses"]) == 2
+        best = sentence["hypotheses"][0]
+        assert len(best["attention"]) == len(best["target_pieces"])
+        assert all(len(row) == len(sentence["source_pieces"]) for row in best["attention"])
+        assert "alignment" in best
+    # a paragraph past max_chars, of sentences within it, is split before it is counted
+    long = "我" * 40 + "。"
+    status, answer = service.translate(
+        {"text": [long * 30], "beam_size": 1, "split_sentences": True}
+    )
+    assert status == 200 and len(answer["translations"][0]["sentences"]) == 30
+
+
+def test_a_character_s_byte_pieces_come_back_as_the_character():
+    source = ["▁我", "<0xE9>", "<0xBE>", "<0x98>", "</s>"]  # 龘 in byte pieces
+    weights = np.array([[0.1, 0.2, 0.3, 0.3, 0.1], [0.0, 0.0, 0.0, 0.0, 1.0]])
+    result = Translation(source, [Candidate("I dragon", -1.0, ["▁I", "</s>"], weights)])
+    answer = translation_json("我龘", result, [[(1, 0), (2, 0), (3, 0)]])
+    assert answer["source_pieces"] == ["▁我", "龘", "</s>"]
+    (hypothesis,) = answer["hypotheses"]
+    assert hypothesis["attention"] == [[0.1, 0.8, 0.1], [0.0, 0.0, 1.0]]
+    assert hypothesis["alignment"] == [[1, 0]]

@@ -1,8 +1,9 @@
-// The attnmt page: sends the sentence to POST /v1/translate with attention on, once for each
-// model the service serves (/v1/health lists them), and shows the models side by side: each
-// one's best translation, its n-best list and the attention weights of its best hypothesis as
-// a table: source pieces across, target pieces down, each cell shaded by its weight, the cells
-// of the hard alignment outlined.
+// The attnmt page: sends the box's lines (a paragraph each) to POST /v1/translate with
+// attention on and split_sentences on, once for each model the service serves (/v1/health
+// lists them), and shows the models side by side: for each line, its translation (its
+// sentences' joined), and for each sentence its n-best list and the attention weights of its
+// best hypothesis as a table: source pieces across, target pieces down, each cell shaded by
+// its weight, the cells of the hard alignment outlined.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -31,25 +32,22 @@ async function showModels() {
     ? `${health.parameters.toLocaleString()} parameters`
     : models.map((model) => model.name).join(" · ");
   $("direction").textContent = `${health.src_lang} → ${health.tgt_lang} · ${about}`;
-  $("source").placeholder = health.src_lang === "zh" ? "输入一个中文句子" : "Type an English sentence";
+  $("source").placeholder = health.src_lang === "zh"
+    ? "输入中文，每行一段"
+    : "Type English, a paragraph a line";
   $("beam").max = health.limits.max_beam_size;
   $("beam").value = health.limits.default_beam_size;
   $("panels").replaceChildren(...models.map(panel));
 }
 
-// The panel of models[index]: its heading, then where its results go.
-function panel(model, index) {
+// The panel of a model: its heading, then where its results go.
+function panel(model) {
   const section = $("panel").content.firstElementChild.cloneNode(true);
   section.dataset.model = model.name;
   section.querySelector(".model").textContent = models.length === 1
     ? "Translation"
     : `${model.name} · ${model.src_lang} → ${model.tgt_lang} · ` +
       `${model.parameters.toLocaleString()} parameters`;
-  if (index === 0) { // the ids of the one-model page
-    section.querySelector(".translation").id = "translation";
-    section.querySelector(".nbest-list").id = "nbest-list";
-    section.querySelector(".heatmap").id = "heatmap";
-  }
   return section;
 }
 
@@ -59,11 +57,14 @@ async function translate(event) {
   $("submit").disabled = true;
   // Empty until /v1/health has answered: then the service's own default beam.
   const beam = $("beam").value === "" ? null : Number($("beam").value);
+  // A paragraph a line; the service splits each into sentences (a newline is never an error).
+  const lines = $("source").value.split("\n").map((line) => line.trim()).filter((line) => line);
   const request = {
-    text: [$("source").value.trim()],
+    text: lines,
     beam_size: beam,
     n_best: beam === null ? 1 : Math.min(Number($("nbest").value), beam),
     attention: true,
+    split_sentences: true,
   };
   try {
     if (models.length === 0) throw new Error("the models are not loaded yet");
@@ -89,7 +90,7 @@ async function translateWith(model, request) {
     });
     const answer = await response.json();
     if (!response.ok) throw new Error(answer.error);
-    show(section, answer.translations[0]);
+    show(section, answer.translations, model === models[0]);
     return {};
   } catch (error) {
     clear(section); // not the previous sentence's answer beside the others' new ones
@@ -98,15 +99,37 @@ async function translateWith(model, request) {
 }
 
 function clear(section) {
-  section.querySelector(".translation").textContent = "";
-  section.querySelector(".nbest-list").replaceChildren();
-  section.querySelector(".heatmap").replaceChildren();
+  section.querySelector(".lines").replaceChildren();
 }
 
-function show(section, translation) {
-  section.querySelector(".translation").textContent = translation.text;
-  const list = section.querySelector(".nbest-list");
-  list.replaceChildren();
+// One model's answer: a block per line (paragraph) with its translation, then each of its
+// sentences. The default model's first line keeps the ids of the one-sentence page:
+// #translation, and its first sentence's #nbest-list and #heatmap.
+function show(section, paragraphs, first) {
+  section.querySelector(".lines").replaceChildren(...paragraphs.map((paragraph) => {
+    const block = $("line").content.firstElementChild.cloneNode(true);
+    block.querySelector(".translation").textContent = paragraph.text;
+    const several = paragraph.sentences.length > 1;
+    block.querySelector(".sentences").replaceChildren(
+      ...paragraph.sentences.map((translation) => sentence(translation, several)),
+    );
+    return block;
+  }));
+  if (first) {
+    for (const name of ["translation", "nbest-list", "heatmap"]) {
+      const element = section.querySelector(`.${name}`);
+      if (element) element.id = name;
+    }
+  }
+}
+
+// One sentence's n-best list and attention (headed by the sentence where its line has several).
+function sentence(translation, several) {
+  const block = $("sentence").content.firstElementChild.cloneNode(true);
+  const heading = block.querySelector(".sentence-source");
+  heading.hidden = !several;
+  heading.textContent = `${translation.source} → ${translation.text}`;
+  const list = block.querySelector(".nbest-list");
   for (const hypothesis of translation.hypotheses) {
     const item = document.createElement("li");
     item.textContent = hypothesis.text;
@@ -118,12 +141,13 @@ function show(section, translation) {
   }
   const best = translation.hypotheses[0];
   drawHeatmap(
-    section.querySelector(".heatmap"),
+    block.querySelector(".heatmap"),
     translation.source_pieces,
     best ? best.target_pieces : [],
     best ? best.attention : [],
     best ? best.alignment : [],
   );
+  return block;
 }
 
 // weights[t][s]: how much target piece t attended to source piece s (a row sums to 1, or
