@@ -96,22 +96,27 @@ def tiny_train_overrides(corpus: Path, processed: Path) -> list[str]:
     ]
 
 
+def train_run(root: Path, overrides: list[str]) -> Path:
+    """root/run, trained to the end with the train config and `overrides`."""
+    from attnmt.train.build import build_trainer
+
+    run_dir = root / "run"
+    run_dir.mkdir()
+    build_trainer(plain(compose_config("train", overrides)), run_dir).fit()
+    return run_dir
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, tiny_corpus) -> Path:
     """A run directory whose best.pt learned the tiny corpus a little (a few seconds); it
     keeps its 3 best checkpoints as best.step{N}.pt."""
-    from attnmt.train.build import build_trainer
-
     root = tmp_path_factory.mktemp("trained")
     overrides = [
         *tiny_train_overrides(tiny_corpus, root / "data"),
         "trainer.max_steps=60",
         "trainer.keep_best=3",
     ]
-    run_dir = root / "run"
-    run_dir.mkdir()
-    build_trainer(plain(compose_config("train", overrides)), run_dir).fit()
-    return run_dir
+    return train_run(root, overrides)
 
 
 def made_up_corpus(path: Path) -> Path:
@@ -137,8 +142,6 @@ def byte_fallback_run(tmp_path_factory) -> Path:
     """A run directory whose best.pt trained a few steps on `made_up_corpus` with
     data.vocab.byte_fallback=true: its Chinese vocabulary is the 16 characters, the 256 byte
     pieces and a few more."""
-    from attnmt.train.build import build_trainer
-
     root = tmp_path_factory.mktemp("bytes")
     overrides = [
         *tiny_train_overrides(made_up_corpus(root / "made-up.txt"), root / "data"),
@@ -149,7 +152,4 @@ def byte_fallback_run(tmp_path_factory) -> Path:
         "data.vocab.byte_fallback=true",
         "trainer.max_steps=20",
     ]
-    run_dir = root / "run"
-    run_dir.mkdir()
-    build_trainer(plain(compose_config("train", overrides)), run_dir).fit()
-    return run_dir
+    return train_run(root, overrides)
