@@ -101,6 +101,10 @@ ALPHA = 0.05  # the study's significance level, over all its variants (Bonferron
 # Overrides that say only where files go, left out of a run's key: what the data is, the
 # dataset's fingerprint says.
 WHERE = ("hydra.", "data.processed_dir=", "trainer.resume=")
+# Trainer settings that say only how a run computes, also left out of its key (overrides and
+# config digest): the key's precision says what trainer.amp chose, and threads change no formula.
+HOW = ("amp", "threads")
+HOW_OVERRIDES = tuple(f"trainer.{name}=" for name in HOW)
 PRECISIONS = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 # The trainer's log line of its precision (attnmt.train.build), and its names there.
 PRECISION_LINE = re.compile(r"training precision: (\S+)")
@@ -182,9 +186,12 @@ def recipe_steps(overrides: list[str]) -> int:
 
 
 def config_digest(config: dict) -> str:
-    """sha256 of a resolved config, less where its files go (data.processed_dir)."""
+    """sha256 of a resolved config, less where its files go (data.processed_dir) and how it
+    computes (HOW)."""
     data = {k: v for k, v in config["data"].items() if k != "processed_dir"}
-    return hashlib.sha256(json.dumps({**config, "data": data}, sort_keys=True).encode()).hexdigest()
+    trainer = {k: v for k, v in config["trainer"].items() if k not in HOW}
+    kept = {**config, "data": data, "trainer": trainer}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -255,7 +262,7 @@ def plan_run(
         data=dataset.fingerprint,
         model_code=MODEL_CODE_VERSION,
         config=config_digest(config),
-        overrides=tuple(o for o in overrides if not o.startswith(WHERE)),
+        overrides=tuple(o for o in overrides if not o.startswith((*WHERE, *HOW_OVERRIDES))),
     )
     directory = run_dir(out, variant, seed)
     return Run(variant, seed, directory, overrides, key, dataset, device_name(trainer))

@@ -113,9 +113,16 @@ def test_the_study_trains_equal_steps_keeps_a_ledger_and_gives_verdicts(tmp_path
     for split in ("dev", "test"):
         assert len(entry[split]["stats"]) == 20 and {len(s) for s in entry[split]["stats"]} == {10}
 
-    # a second study (another --out) trains and evaluates nothing: every run is in the ledger
+    # a second study (another --out) trains and evaluates nothing: every run is in the ledger,
+    # though it names the precision the runs trained in and another thread count
+    assert not any(o.startswith(("trainer.threads=", "trainer.amp=")) for o in key["overrides"])
+    amp = "true" if key["precision"] == "bf16" else "false"
     again = run_study(
-        tmp_path, tiny_corpus, "--variants", *VARIANTS, "--seeds", "2", "--steps", "15", out="again"
+        tmp_path,
+        tiny_corpus,
+        *("--variants", *VARIANTS, "--seeds", "2", "--steps", "15"),
+        out="again",
+        overrides=(f"trainer.amp={amp}", "trainer.threads=2"),
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert not (tmp_path / "again" / "runs").exists()
