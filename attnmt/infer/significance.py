@@ -6,7 +6,8 @@ sample of sentences gives another BLEU) and the seeds (another seed gives anothe
 "The MultiBERTs"): each sample draws the sentences with replacement and the seeds with
 replacement, the same draws for both systems, and takes the difference of their seed-averaged
 corpus BLEU. BLEU is recomputed from per-sentence sufficient statistics (`bleu_statistics`), so
-a sample costs one sum, not a scoring run.
+a sample costs one sum, not a scoring run. `ratio_interval` is the one-system bootstrap of a
+ratio of per-sentence counts (a recall), in the same way.
 """
 
 from __future__ import annotations
@@ -123,3 +124,31 @@ def paired_bootstrap(
         p_value=float(p_value),
         samples=samples,
     )
+
+
+def ratio_interval(
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    samples: int = 1_000,
+    seed: int = 1234,
+) -> tuple[float, float] | None:
+    """The bootstrap 95% interval of a ratio of per-sentence counts, sum(numerators) /
+    sum(denominators) (a recall: words found over words sought), resampling the sentences with
+    replacement. A sample whose sentences have no denominator at all has no ratio and is left
+    out; None when every sample is such (as when no sentence has a denominator)."""
+    counts = np.stack([numerators, denominators], axis=1).astype(np.float64)  # (N, 2)
+    sentences = len(counts)
+    if not sentences or not counts[:, 1].any():
+        return None
+    rng = np.random.default_rng(seed)
+    sums = []
+    for start in range(0, samples, CHUNK):
+        size = min(CHUNK, samples - start)
+        drawn = rng.multinomial(sentences, np.full(sentences, 1.0 / sentences), size=size)
+        sums.append(drawn @ counts)  # (C, 2)
+    totals = np.concatenate(sums)
+    totals = totals[totals[:, 1] > 0]
+    if not len(totals):
+        return None
+    low, high = np.percentile(totals[:, 0] / totals[:, 1], [2.5, 97.5])
+    return float(low), float(high)

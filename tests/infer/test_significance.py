@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from attnmt.infer.significance import bleu_statistics, corpus_bleu, paired_bootstrap
+from attnmt.infer.significance import (
+    bleu_statistics,
+    corpus_bleu,
+    paired_bootstrap,
+    ratio_interval,
+)
 
 WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "sofa", "quickly", "today"]
 
@@ -104,3 +109,16 @@ def test_only_the_seeds_both_have_are_compared_and_the_result_repeats():
     assert one.standard_error is None
     with pytest.raises(ValueError, match="no seed"):
         paired_bootstrap({2: system[2]}, baseline)
+
+
+def test_the_interval_of_a_ratio_holds_it_and_narrows_with_more_sentences():
+    found, sought = [1, 0, 2, 0, 1], [1, 0, 3, 1, 1]  # 4 of 6; the second sentence seeks none
+    low, high = ratio_interval(found, sought)
+    assert 0.0 <= low < 4 / 6 < high <= 1.0
+    assert ratio_interval(found, sought) == (low, high)  # seeded
+    wide = high - low
+    low, high = ratio_interval(found * 20, sought * 20)
+    assert low < 4 / 6 < high and high - low < wide / 2
+    assert ratio_interval([1, 1], [1, 1]) == (1.0, 1.0)
+    assert ratio_interval([0, 0], [0, 0]) is None
+    assert ratio_interval([], []) is None
