@@ -1,20 +1,23 @@
-"""Beam search over many batches, each joining the sentences still running: a speed trick on
-top of `attnmt.infer.search.BeamSearch`, which it leaves as it is.
+"""Search over many batches, each joining the sentences still running: a speed trick on top of
+`attnmt.infer.search`'s `GreedySearch` and `BeamSearch`, which it leaves as they are.
 
 A batch's last few sentences would step on alone, a few rows per step at the cost of many. So
 once the running sentences hold fewer than `join_below` source tokens (their number times the
-longest source among them, padding included), the next batch takes its first step (one row a
-sentence to K) and joins them, the source positions of both padded to the longer and masked.
-The output is what each batch would find alone, but for the attention of a joined hypothesis,
-which has a column per position of that longer source, zero past its own. docs/benchmarks.md
-has what it saves.
+longest source among them, padding included), the next batch joins them (`run_batches`, the
+one rule for both searches), the source positions of both padded to the longer and masked:
+greedy's before its first step (`join_greedy`), beam search's after it (one row a sentence to
+K: `JoinedBeams`). The output is what each batch would find alone, but for the attention of a
+joined sentence, which has a column per position of that longer source, zero past its own, and
+for the last bits of scores and attention where a product's kernel depends on how many rows it
+has (`attnmt.infer.fast.pick_log_probs`). docs/benchmarks.md has what it saves.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -22,7 +25,7 @@ from torch.nn import functional as F
 
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.hypothesis import Hypothesis
-from attnmt.infer.search import Beams, BeamSearch, SourceBatch
+from attnmt.infer.search import Beams, BeamSearch, GreedyRows, GreedySearch, SourceBatch
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.model.state import join_rows
 from attnmt.vocab import BOS_ID
@@ -76,6 +79,77 @@ class JoinedBeams(Beams):
         )
 
 
+class Running(Protocol):
+    """What `run_batches` reads of a search's running rows."""
+
+    sentences: Tensor  # (n,) the sentences still running
+    attention: Tensor  # (..., S): S, the source positions they attend over
+
+
+R = TypeVar("R", bound=Running)
+
+
+def run_batches(
+    batches: Iterable[SourceBatch],
+    start: Callable[[SourceBatch], R],
+    step: Callable[[R], R | None],
+    join: Callable[[R, SourceBatch], R],
+    join_below: int,
+) -> None:
+    """Search every sentence of `batches`, in their order: `start` makes a batch's rows,
+    `step` takes one step of all the running rows (None once they are done), and
+    `join(running, batch)` adds the next batch to them once they hold fewer than
+    `join_below` source tokens (0: each batch searches alone)."""
+    waiting = deque(batches)
+    running: R | None = None
+    while running is not None or waiting:
+        if running is None:  # a batch starts afresh
+            running = start(waiting.popleft())
+        elif waiting and len(running.sentences) * running.attention.size(-1) < join_below:
+            running = join(running, waiting.popleft())
+        running = step(running)
+
+
+def join_greedy(running: GreedyRows, joining: GreedyRows) -> GreedyRows:
+    """The rows of `running`, then those of `joining` (before its first step): the step axes
+    padded at the end to the longer output, the source axes to the longer source."""
+    longest = max(running.tokens.size(1), joining.tokens.size(1))
+
+    def steps_padded(attention: Tensor) -> Tensor:  # (n, T, S) -> (n, longest, S) when kept
+        if not attention.size(1):
+            return attention
+        return F.pad(attention, (0, 0, 0, longest - attention.size(1)))
+
+    return GreedyRows(
+        torch.cat([running.sentences, joining.sentences]),
+        torch.cat([running.limits, joining.limits]),
+        torch.cat([running.previous, joining.previous]),
+        torch.cat([running.steps, joining.steps]),
+        join_rows(running.tokens, joining.tokens, 0, 1),
+        torch.cat([running.scores, joining.scores]),
+        join_rows(steps_padded(running.attention), steps_padded(joining.attention), 0, -1),
+        running.state.join(joining.state),
+    )
+
+
+def greedy_batches(
+    model: Seq2Seq | Ensemble,
+    batches: Iterable[SourceBatch],
+    keep_attention: bool,
+    join_below: int = 0,
+) -> list[Hypothesis]:
+    """The greedy hypothesis of every sentence of `batches`, in their order (`GreedySearch`),
+    the next batch joining the running sentences once they hold fewer than `join_below`
+    source tokens (see the module docstring; 0: each batch searches alone)."""
+    search = GreedySearch(model, keep_attention)
+
+    def join(running: GreedyRows, batch: SourceBatch) -> GreedyRows:
+        return join_greedy(running, search.start(batch))
+
+    run_batches(batches, search.start, search.step, join, join_below)
+    return search.finish()
+
+
 def beam_search_batches(
     model: Seq2Seq | Ensemble,
     batches: Iterable[SourceBatch],
@@ -91,14 +165,13 @@ def beam_search_batches(
     hold fewer than `join_below` source tokens (see the module docstring; 0: each batch
     searches alone)."""
     search = BeamSearch(model, beam_size, alpha, keep_attention, n_best, beta)
-    waiting = deque(batches)
-    beams: JoinedBeams | None = None
-    while beams is not None or waiting:
-        if beams is None:  # a batch starts afresh
-            beams = JoinedBeams.of(search.start(waiting.popleft()))
-        elif waiting and len(beams.sentences) * beams.attention.size(-1) < join_below:
-            joining = search.step(JoinedBeams.of(search.start(waiting.popleft())))
-            if joining is not None:
-                beams = beams.join(joining)
-        beams = search.step(beams)
+
+    def start(batch: SourceBatch) -> JoinedBeams:
+        return JoinedBeams.of(search.start(batch))
+
+    def join(beams: JoinedBeams, batch: SourceBatch) -> JoinedBeams:
+        joining = search.step(start(batch))  # its first step alone: one row a sentence to K
+        return beams if joining is None else beams.join(joining)
+
+    run_batches(batches, start, search.step, join, join_below)
     return search.finish()

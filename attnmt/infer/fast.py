@@ -10,7 +10,7 @@ plain code it stands for; docs/benchmarks.md has what each saves.
   repeat gets a copy of the first one's hypotheses.
 
 (The model's own tricks, such as attending once for copied beam hypotheses, are in
-`attnmt.model.fast`; beam search's batches joining a running search, so that a batch's last
+`attnmt.model.fast`; batches joining a running greedy or beam search, so that a batch's last
 sentences do not step on alone, in `attnmt.infer.batches`.)
 """
 

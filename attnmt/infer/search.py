@@ -1,6 +1,7 @@
 """Search: turning a trained model into translations, greedy or with a batched beam.
 
-Shapes: B batch, S source length, V target vocabulary, K beam size.
+Shapes: B batch, n sentences still running, S source length, T longest output, V target
+vocabulary, K beam size.
 """
 
 from __future__ import annotations
@@ -22,53 +23,6 @@ from attnmt.vocab import BOS_ID, EOS_ID
 def max_lengths(source_lengths: Tensor, a: float, b: int) -> Tensor:
     """The longest output allowed for each sentence: a * source length + b pieces."""
     return (source_lengths.float() * a + b).long()
-
-
-@torch.no_grad()
-def greedy(
-    model: Seq2Seq | Ensemble,
-    source: Tensor,
-    source_lengths: Tensor,
-    limits: Tensor,
-    keep_attention: bool,
-) -> list[Hypothesis]:
-    """The most probable word at each step, for a whole batch; finished rows stop computing."""
-    _, state = model.encode(source, source_lengths)
-    batch = source.size(0)
-    active = torch.arange(batch, device=source.device)  # rows still decoding
-    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=source.device)
-    outputs: list[list[int]] = [[] for _ in range(batch)]
-    scores = [0.0] * batch
-    ended = [False] * batch
-    attention: list[list[Tensor]] = [[] for _ in range(batch)]
-    limits = limits.to(source.device)
-    rows = block_rows(model.decoder, source.device)
-    for t in range(int(limits.max())):
-        features, weights, state = model.decoder.step_features(previous, state)
-        log_probs, words = pick_log_probs(  # (B',) each, fp32 as in beams
-            features, lambda lp: lp.max(-1), model.decoder.logits, rows
-        )
-        for row, (index, word, log_prob) in enumerate(
-            zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
-        ):
-            scores[index] += log_prob
-            if word != EOS_ID:
-                outputs[index].append(word)
-            else:
-                ended[index] = True
-            if keep_attention:
-                attention[index].append(weights[row])
-        going = (words != EOS_ID) & (limits[active] > t + 1)
-        if not going.any():
-            break
-        keep = going.nonzero().squeeze(1)
-        active, previous, state = active[keep], words[keep], state.select(keep, keep)
-    return [
-        Hypothesis(
-            outputs[i], scores[i], torch.stack(attention[i]) if keep_attention else None, ended[i]
-        )
-        for i in range(batch)
-    ]
 
 
 def best_extensions(
@@ -127,6 +81,160 @@ class SourceBatch:
     source: Tensor
     lengths: Tensor
     limits: Tensor
+
+
+@dataclass
+class GreedyRows:
+    """The sentences a greedy search is still decoding, one row each, and what each has found:
+    its words and their attention written at each step's index into tensors of its longest
+    output (T), so that a step adds to them without a Python loop over the rows.
+
+    Each row counts its own steps: the rows of a batch take theirs together, but a batch that
+    joined a running search (`attnmt.infer.batches`) started later than the rows it joined.
+    """
+
+    sentences: Tensor  # (n,) each one's index among all the sentences searched
+    limits: Tensor  # (n,) the most steps each may take
+    previous: Tensor  # (n,) the word of its last step (BOS before the first)
+    steps: Tensor  # (n,) how many steps each has taken
+    tokens: Tensor  # (n, T) the word of each step, EOS included
+    scores: Tensor  # (n,) log P of those words, fp64: the sum that Python floats would make
+    attention: Tensor  # (n, T, S) the attention of each step ((n, 0, S) when not kept)
+    state: DecoderState | EnsembleState | None  # n rows (None in `found`: done)
+
+    def found(self, done: Tensor) -> GreedyRows:
+        """What the sentences at `done` (indices into n) have found, without their decoder
+        states: what `GreedySearch.finish` reads."""
+        return GreedyRows(
+            self.sentences[done],
+            self.limits[done],
+            self.previous[done],
+            self.steps[done],
+            self.tokens[done],
+            self.scores[done],
+            self.attention[done],
+            None,
+        )
+
+    def keep(self, going: Tensor) -> GreedyRows:
+        """Only the sentences at `going` (indices into n), their decoder states too."""
+        return replace(self.found(going), state=self.state.select(going, going))
+
+
+class GreedySearch:
+    """Greedy search: the most probable word at each step, until EOS or the sentence's length
+    limit, for every sentence `start`ed; a sentence's rows leave the batch once it is done.
+
+        search = GreedySearch(model, keep_attention=False)
+        rows = search.start(batch)
+        while rows is not None:
+            rows = search.step(rows)
+        hypotheses = search.finish()
+
+    A hypothesis's score is log P of its words and EOS, summed in fp64 from the fp32
+    log-probabilities of each step, in order.
+    """
+
+    def __init__(self, model: Seq2Seq | Ensemble, keep_attention: bool = False) -> None:
+        self.model = model
+        self.keep_attention = keep_attention
+        self.started = 0  # sentences started; GreedyRows.sentences count them
+        self.done: list[GreedyRows] = []  # what the sentences that are done found
+
+    @torch.no_grad()
+    def start(self, batch: SourceBatch) -> GreedyRows:
+        """The rows of `batch`'s sentences before their first step: their source encoded,
+        nothing found yet. They are numbered after the sentences started before."""
+        device = batch.source.device
+        count, positions = batch.source.shape
+        longest = int(batch.limits.max())
+        _, state = self.model.encode(batch.source, batch.lengths)
+        sentences = torch.arange(self.started, self.started + count, device=device)
+        self.started += count
+        steps_kept = longest if self.keep_attention else 0
+        return GreedyRows(
+            sentences,
+            batch.limits.to(device),
+            torch.full((count,), BOS_ID, dtype=torch.long, device=device),
+            torch.zeros(count, dtype=torch.long, device=device),
+            torch.zeros((count, longest), dtype=torch.long, device=device),
+            torch.zeros(count, dtype=torch.float64, device=device),
+            torch.zeros((count, steps_kept, positions), device=device),
+            state,
+        )
+
+    @torch.no_grad()
+    def step(self, rows: GreedyRows) -> GreedyRows | None:
+        """One word more for every sentence of `rows`, written into its tensors: the rows of
+        the sentences not done yet (None when all are)."""
+        features, weights, state = self.model.decoder.step_features(rows.previous, rows.state)
+        log_probs, words = pick_log_probs(  # (n,) each, fp32 as in beams
+            features,
+            lambda lp: lp.max(-1),
+            self.model.decoder.logits,
+            block_rows(self.model.decoder, features.device),
+        )
+        here = torch.arange(len(words), device=words.device)
+        rows.tokens[here, rows.steps] = words
+        attention = rows.attention
+        if self.keep_attention:
+            # In the weights' type (bf16 for a bf16 model): a copy where it is not yet, at
+            # the first step and after a join.
+            attention = attention.to(weights.dtype)
+            attention[here, rows.steps] = weights
+        steps = rows.steps + 1
+        rows = replace(
+            rows,
+            previous=words,
+            steps=steps,
+            scores=rows.scores + log_probs.double(),
+            attention=attention,
+            state=state,
+        )
+        done = (words == EOS_ID) | (rows.limits <= steps)
+        going = (~done).nonzero().squeeze(1)
+        if len(going) == len(done):
+            return rows
+        self.done.append(rows.found(done.nonzero().squeeze(1)))
+        return rows.keep(going) if len(going) else None
+
+    def finish(self) -> list[Hypothesis]:
+        """The hypothesis of every sentence started, in order (Python lists made here, once
+        per group of sentences done together)."""
+        hypotheses: dict[int, Hypothesis] = {}
+        for rows in self.done:
+            steps = rows.steps.tolist()
+            kept = list(rows.attention) if self.keep_attention else [None] * len(steps)
+            for sentence, words, count, score, attention in zip(
+                rows.sentences.tolist(),
+                rows.tokens.tolist(),
+                steps,
+                rows.scores.tolist(),
+                kept,
+                strict=True,
+            ):
+                ended = words[count - 1] == EOS_ID  # EOS only ever comes last
+                ids = words[: count - 1] if ended else words[:count]
+                weights = None if attention is None else attention[:count]
+                hypotheses[sentence] = Hypothesis(ids, score, weights, ended)
+        return [hypotheses[i] for i in range(self.started)]
+
+
+@torch.no_grad()
+def greedy(
+    model: Seq2Seq | Ensemble,
+    source: Tensor,
+    source_lengths: Tensor,
+    limits: Tensor,
+    keep_attention: bool,
+) -> list[Hypothesis]:
+    """The most probable word at each step, for every sentence of one batch
+    (`GreedySearch`); finished rows stop computing."""
+    search = GreedySearch(model, keep_attention)
+    rows: GreedyRows | None = search.start(SourceBatch(source, source_lengths, limits))
+    while rows is not None:
+        rows = search.step(rows)
+    return search.finish()
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Translating text with a trained model: the `Translator` that every tool and the service use,
 and the batching by length under it (search in `attnmt.infer.search`, batches joining a
-running beam search in `attnmt.infer.batches`); paragraphs split into sentences
+running search in `attnmt.infer.batches`); paragraphs split into sentences
 (`attnmt.data.sentences`) and their translations joined again."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from attnmt.data.tokenizer import decode
 from attnmt.data.units import Link
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.infer.align import Side, links_from_attention, piece_links
-from attnmt.infer.batches import beam_search_batches
+from attnmt.infer.batches import beam_search_batches, greedy_batches
 from attnmt.infer.checkpoint import load_checkpoint, load_tokenizer
 from attnmt.infer.ensemble import Ensemble
 from attnmt.infer.fast import once_per_distinct
 from attnmt.infer.hypothesis import Hypothesis
 from attnmt.infer.score import PairScore, forced_decode, forced_log_probs
-from attnmt.infer.search import SourceBatch, greedy, max_lengths
+from attnmt.infer.search import SourceBatch, max_lengths
 from attnmt.model.build import build_model
 from attnmt.model.seq2seq import Seq2Seq
 from attnmt.runtime import check_dtype, pick_device
@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 
 MAX_BEAM_SIZE = 128  # wider beams rank more candidates than the vocabulary may hold
 MAX_OUTPUT_LENGTH = 1000  # pieces; a model that never ends stops here
-# Beam search: the next batch joins the running sentences once they hold under this share of
-# batch_tokens (`beam_search_batches`; docs/benchmarks.md has the measurement).
+# The next batch joins the running sentences once they hold under this share of batch_tokens
+# (`attnmt.infer.batches`; docs/benchmarks.md has the measurement, made with beam search).
 JOIN_BELOW = 0.5
 
 
@@ -96,9 +96,9 @@ def translate_ids(
     keep_attention: bool = False,
 ) -> list[list[Hypothesis]]:
     """The n-best hypotheses of each source (ids without EOS), in input order: sources
-    sorted by length, cut into batches of `search.batch_tokens`, searched greedily one batch
-    after another, or with beams that let the next batch join a batch's last running
-    sentences (`beam_search_batches`). A source that comes more than once is searched once
+    sorted by length, cut into batches of `search.batch_tokens`, searched greedily or with
+    beams, the next batch joining a batch's last running sentences (`greedy_batches`,
+    `beam_search_batches`). A source that comes more than once is searched once
     (`fast.once_per_distinct`)."""
     model.eval()
     if not len(sources):
@@ -126,12 +126,9 @@ def search_batches(
         source_lengths = torch.from_numpy(lengths[indices])
         limits = max_lengths(source_lengths, search.max_length_a, search.max_length_b)
         batches.append(SourceBatch(source, source_lengths, limits))
+    join_below = int(search.batch_tokens * JOIN_BELOW)
     if search.beam_size == 1:
-        found = [
-            [h]
-            for b in batches
-            for h in greedy(model, b.source, b.lengths, b.limits, keep_attention)
-        ]
+        found = [[h] for h in greedy_batches(model, batches, keep_attention, join_below)]
     else:
         found = beam_search_batches(
             model,
@@ -141,7 +138,7 @@ def search_batches(
             keep_attention,
             search.n_best,
             search.coverage_penalty,
-            join_below=int(search.batch_tokens * JOIN_BELOW),
+            join_below,
         )
     results: list[list[Hypothesis]] = [[] for _ in sources]
     for index, hypotheses in zip(by_length.tolist(), found, strict=True):

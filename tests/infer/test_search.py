@@ -1,4 +1,5 @@
-"""Greedy and beam search agree where they must; n-best lists are ordered."""
+"""Greedy and beam search agree where they must; n-best lists are ordered; batches that join a
+running search find what they find alone."""
 
 import math
 
@@ -398,3 +399,218 @@ def test_row_top_k_ranks_all_beams_of_a_sentence_shifted_by_their_scores(width):
     assert torch.equal(top, expected) and torch.equal(at, expected_at)
     if width > 1:
         assert (at[3] < 4000).all()
+
+
+@torch.no_grad()
+def _greedy_row_by_row(model, source, source_lengths, limits, keep_attention):
+    """Greedy search as it was before GreedySearch, the oracle of the tests below: each step
+    walked its rows in Python, adding each log-probability to a Python float."""
+    from attnmt.infer.hypothesis import Hypothesis
+
+    _, state = model.encode(source, source_lengths)
+    batch = source.size(0)
+    active = torch.arange(batch)
+    previous = torch.full((batch,), BOS_ID, dtype=torch.long)
+    outputs, scores, ended = [[] for _ in range(batch)], [0.0] * batch, [False] * batch
+    attention = [[] for _ in range(batch)]
+    rows = block_rows(model.decoder, source.device)
+    for t in range(int(limits.max())):
+        features, weights, state = model.decoder.step_features(previous, state)
+        log_probs, words = pick_log_probs(
+            features, lambda lp: lp.max(-1), model.decoder.logits, rows
+        )
+        for row, (index, word, log_prob) in enumerate(
+            zip(active.tolist(), words.tolist(), log_probs.tolist(), strict=True)
+        ):
+            scores[index] += log_prob
+            if word != EOS_ID:
+                outputs[index].append(word)
+            else:
+                ended[index] = True
+            if keep_attention:
+                attention[index].append(weights[row])
+        going = (words != EOS_ID) & (limits[active] > t + 1)
+        if not going.any():
+            break
+        keep = going.nonzero().squeeze(1)
+        active, previous, state = active[keep], words[keep], state.select(keep, keep)
+    return [
+        Hypothesis(
+            outputs[i], scores[i], torch.stack(attention[i]) if keep_attention else None, ended[i]
+        )
+        for i in range(batch)
+    ]
+
+
+def _sharp_model(overrides, eos_bias):
+    """A tiny random model with its weights scaled up and `eos_bias` added to EOS's logit, so
+    that its outputs vary in length and some end before their limits."""
+    model = tiny_model("decoder.dropout=0.0", *overrides).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3)
+        model.decoder.output.bias[EOS_ID] += eos_bias
+    return model
+
+
+def _many_batches(seed, count=40, batch_tokens=24):
+    """`count` random sentences of 1 to 9 ids (EOS included), sorted by length and cut into
+    batches of `batch_tokens` as translate cuts them: a dozen batches of 2 to 12 sentences."""
+    import numpy as np
+
+    from attnmt.data.dataset import chunk_by_tokens, pad
+    from attnmt.infer.search import SourceBatch
+
+    generator = torch.Generator().manual_seed(seed)
+    sources = [
+        torch.randint(4, 11, (int(n),), generator=generator).numpy()
+        for n in torch.randint(0, 9, (count,), generator=generator)
+    ]
+    lengths = np.array([len(s) + 1 for s in sources])
+    batches = []
+    for indices in chunk_by_tokens(np.argsort(lengths, kind="stable"), lengths, batch_tokens):
+        source_lengths = torch.from_numpy(lengths[indices])
+        source = pad([sources[i] for i in indices], None, EOS_ID)
+        batches.append(SourceBatch(source, source_lengths, max_lengths(source_lengths, 2.0, 3)))
+    return batches
+
+
+def _counting(model, monkeypatch):
+    """The decoder steps `model` takes and the joins of `greedy_batches`, counted as they
+    happen: returns the two lists that grow by one for each."""
+    from attnmt.infer import batches
+
+    steps, joins = [], []
+    step = model.decoder.step_features
+    monkeypatch.setattr(
+        model.decoder,
+        "step_features",
+        lambda previous, state: steps.append(len(previous)) or step(previous, state),
+    )
+    join = batches.join_greedy
+    monkeypatch.setattr(batches, "join_greedy", lambda *rows: joins.append(1) or join(*rows))
+    return steps, joins
+
+
+def _assert_the_same(expected, found, keep_attention):
+    assert [h.ids for h in found] == [h.ids for h in expected]
+    assert [h.ended for h in found] == [h.ended for h in expected]
+    assert [h.score for h in found] == [h.score for h in expected]  # float-equal
+    for a, b in zip(expected, found, strict=True):
+        if keep_attention:
+            assert b.attention.dtype == a.attention.dtype and torch.equal(b.attention, a.attention)
+        else:
+            assert b.attention is None
+
+
+# (overrides, EOS bias): each model with about a third to a half of its outputs ending early
+MODELS = [
+    ([], 5.0),
+    (["attention=coverage"], -1.0),
+    (["attention=dot", "attention.window=local_p", "decoder=luong"], 1.0),
+    (["encoder=lstm", "decoder=luong", "decoder.input_feeding=false"], -0.3),
+    (["decoder.rnn_type=lstm", "decoder.num_layers=2", "attention=multihead"], 3.0),
+]
+
+
+@pytest.mark.parametrize("keep_attention", [True, False])
+@pytest.mark.parametrize("overrides,eos_bias", MODELS)
+def test_greedy_search_in_tensors_finds_what_the_row_by_row_loop_found(
+    overrides, eos_bias, keep_attention
+):
+    # The words, scores and attention rows written into tensors at each step, not walked
+    # in Python: bit for bit what the loop found, batch by batch and in the scheduler
+    # without joins, whose steps are the same.
+    from attnmt.infer.batches import greedy_batches
+
+    model = _sharp_model(overrides, eos_bias)
+    batches = _many_batches(0)
+    expected = [
+        h
+        for b in batches
+        for h in _greedy_row_by_row(model, b.source, b.lengths, b.limits, keep_attention)
+    ]
+    alone = [
+        h for b in batches for h in greedy(model, b.source, b.lengths, b.limits, keep_attention)
+    ]
+    _assert_the_same(expected, alone, keep_attention)
+    _assert_the_same(expected, greedy_batches(model, batches, keep_attention), keep_attention)
+    assert any(h.ended for h in expected) and not all(h.ended for h in expected)
+    assert len({len(h.ids) for h in expected}) > 3  # outputs of varied lengths
+
+
+def test_a_bf16_greedy_search_keeps_bf16_attention_as_the_row_by_row_loop_did():
+    model = _sharp_model(*MODELS[0]).to(torch.bfloat16)
+    for b in _many_batches(1)[::3]:
+        expected = _greedy_row_by_row(model, b.source, b.lengths, b.limits, True)
+        _assert_the_same(expected, greedy(model, b.source, b.lengths, b.limits, True), True)
+
+
+@pytest.mark.parametrize("keep_attention", [True, False])
+@pytest.mark.parametrize("overrides,eos_bias", MODELS)
+def test_greedy_batches_that_join_a_running_search_find_what_they_find_alone(
+    overrides, eos_bias, keep_attention, monkeypatch
+):
+    # Each batch joins the last sentences of those before it before its first step, its keys
+    # and theirs padded to the longer source. The rows of a step now number more, and a
+    # product's last bits may depend on that (fast.pick_log_probs): scores and attention
+    # equal up to rounding, the words exactly.
+    from attnmt.infer.batches import greedy_batches
+
+    model = _sharp_model(overrides, eos_bias)
+    batches = _many_batches(0)
+    expected = [
+        h
+        for b in batches
+        for h in _greedy_row_by_row(model, b.source, b.lengths, b.limits, keep_attention)
+    ]
+    steps, joins = _counting(model, monkeypatch)
+    greedy_batches(model, batches, keep_attention)
+    steps_alone, steps[:] = len(steps), []
+    found = greedy_batches(model, batches, keep_attention, join_below=10**6)
+    assert len(joins) == len(batches) - 1 and len(steps) < steps_alone
+    assert [h.ids for h in found] == [h.ids for h in expected]
+    assert [h.ended for h in found] == [h.ended for h in expected]
+    assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-5)
+    for a, b in zip(expected, found, strict=True):
+        if not keep_attention:
+            assert b.attention is None
+            continue
+        n = a.attention.size(1)  # the joined ones have the columns of a longer source
+        assert b.attention.shape[0] == a.attention.shape[0] and b.attention.size(1) >= n
+        assert torch.allclose(b.attention[:, :n], a.attention, atol=1e-6)
+        assert not b.attention[:, n:].any()
+
+
+@pytest.mark.parametrize("join_below", [1, 30, 10**6])
+def test_an_ensemble_joins_greedy_batches_even_shorter_ones_or_ones_done_at_once(
+    join_below, monkeypatch
+):
+    # The batches in reverse (each joining longer sources than its own), one of them with
+    # limits of 1: it joins and is done at its first step. join_below 1 never joins, 30 when
+    # a few rows are left, 10**6 whenever a batch waits.
+    from dataclasses import replace
+
+    from attnmt.infer.batches import greedy_batches
+    from attnmt.infer.ensemble import Ensemble
+
+    ensemble = Ensemble([_sharp_model(*MODELS[0]), _sharp_model(*MODELS[1])]).eval()
+    batches = _many_batches(2)[::-1]
+    batches[3] = replace(batches[3], limits=torch.ones_like(batches[3].limits))
+    expected = [
+        h
+        for b in batches
+        for h in _greedy_row_by_row(ensemble, b.source, b.lengths, b.limits, True)
+    ]
+    _, joins = _counting(ensemble, monkeypatch)
+    found = greedy_batches(ensemble, batches, True, join_below)
+    assert (len(joins) > 0) == (join_below > 1)
+    assert [h.ids for h in found] == [h.ids for h in expected]
+    assert [h.ended for h in found] == [h.ended for h in expected]
+    assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-5)
+    for a, b in zip(expected, found, strict=True):
+        n = a.attention.size(1)
+        assert torch.allclose(b.attention[:, :n], a.attention, atol=1e-6)
+        assert not b.attention[:, n:].any()
+    short = sum(len(b.source) for b in batches[:3])
+    assert all(len(h.ids) <= 1 for h in found[short : short + len(batches[3].source)])

@@ -199,11 +199,11 @@ def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
     translator = Translator.load(trained_run / "best.pt", "cpu")
     texts = ["我很好。", "你好！", "我很好。", "他走了。", "你好！"]
     searched = []
-    search = module.greedy if beam == 1 else module.beam_search_batches
+    search = module.greedy_batches if beam == 1 else module.beam_search_batches
 
-    def counting(model, source, *args, **kwargs):  # beam: all batches at once
-        searched.append(source.size(0) if beam == 1 else sum(b.source.size(0) for b in source))
-        return search(model, source, *args, **kwargs)
+    def counting(model, batches, *args, **kwargs):  # all batches at once
+        searched.append(sum(b.source.size(0) for b in batches))
+        return search(model, batches, *args, **kwargs)
 
     one_by_one = [
         translator.translate([t], beam_size=beam, n_best=beam, attention=True)[0] for t in texts
@@ -223,19 +223,32 @@ def test_a_repeated_sentence_is_searched_once_and_gets_the_same_hypotheses(
     assert together[0].hypotheses[0] is not together[2].hypotheses[0]
 
 
-def test_small_batches_that_join_a_running_beam_search_translate_as_alone(trained_run, monkeypatch):
-    # batches of one or two sentences (batch_tokens=12), each joining the beams still running
+@pytest.mark.parametrize("beam", [1, 4])
+def test_small_batches_that_join_a_running_search_translate_as_alone(
+    trained_run, monkeypatch, beam
+):
+    # batches of one or two sentences (batch_tokens=12), each joining the sentences still
+    # running, greedy or with beams
     from attnmt.infer import batches, translate
 
     monkeypatch.setattr(translate, "JOIN_BELOW", 100.0)  # join whenever a batch waits
     joins = []
-    join = batches.JoinedBeams.join
-    monkeypatch.setattr(batches.JoinedBeams, "join", lambda *args: joins.append(1) or join(*args))
+    run = batches.run_batches
+
+    def counting(waiting, start, step, join, join_below):
+        return run(waiting, start, step, lambda *args: joins.append(1) or join(*args), join_below)
+
+    monkeypatch.setattr(batches, "run_batches", counting)
     translator = Translator.load(trained_run / "best.pt", "cpu")
     texts = ["我很好。", "你好！", "他走了。", "我们明天去公园。", "他昨天没有来上班。", "好。"]
-    alone = [translator.translate([t], beam_size=4, n_best=2, attention=True)[0] for t in texts]
+    n_best = min(beam, 2)
+    alone = [
+        translator.translate([t], beam_size=beam, n_best=n_best, attention=True)[0] for t in texts
+    ]
     joins.clear()
-    joined = translator.translate(texts, beam_size=4, n_best=2, attention=True, batch_tokens=12)
+    joined = translator.translate(
+        texts, beam_size=beam, n_best=n_best, attention=True, batch_tokens=12
+    )
     assert len(joins) >= 3
     for one, found in zip(alone, joined, strict=True):
         assert [h.text for h in found.hypotheses] == [h.text for h in one.hypotheses]
@@ -245,6 +258,33 @@ def test_small_batches_that_join_a_running_beam_search_translate_as_alone(traine
         for a, b in zip(one.hypotheses, found.hypotheses, strict=True):
             assert a.attention.shape == b.attention.shape
             assert np.allclose(a.attention, b.attention, atol=1e-5)
+
+
+def test_greedy_batches_of_corpus_sentences_that_join_translate_as_without_joins(
+    trained_run, tiny_corpus, monkeypatch
+):
+    # 40 sentences of varied lengths in batches of at most 40 tokens: without joins each
+    # batch steps alone to its last sentence; with them each joins the one before it.
+    from attnmt.infer import batches, translate
+
+    lines = tiny_corpus.read_text(encoding="utf-8").splitlines()
+    texts = [line.split("\t")[1] for line in lines[3::10]]
+    translator = Translator.load(trained_run / "best.pt", "cpu")
+    joins = []
+    join = batches.join_greedy
+    monkeypatch.setattr(batches, "join_greedy", lambda *rows: joins.append(1) or join(*rows))
+    found = {}
+    for share in (0.0, 100.0):
+        monkeypatch.setattr(translate, "JOIN_BELOW", share)
+        found[share] = translator.translate(texts, beam_size=1, attention=True, batch_tokens=40)
+        assert bool(joins) == (share > 0)
+    assert len(joins) >= 5
+    for alone, joined in zip(found[0.0], found[100.0], strict=True):
+        (a,), (b,) = alone.hypotheses, joined.hypotheses
+        assert (b.text, b.target_pieces) == (a.text, a.target_pieces)
+        assert b.score == pytest.approx(a.score, abs=1e-5)
+        assert b.attention.shape == a.attention.shape
+        assert np.allclose(b.attention, a.attention, atol=1e-6)
 
 
 def test_a_character_the_training_data_never_had_translates_without_unk(byte_fallback_run):
