@@ -3,8 +3,8 @@ run's figures kept in a committed ledger, then a table, a plot and one verdict p
 
     python scripts/compare.py [--variants V ...] [--baseline additive] [--steps N] [--seeds 3]
                               [--precision bf16|fp16|fp32] [--ledger docs/study/ledger]
-                              [--gold data/alignments] [--out compare] [--skip-training]
-                              [HYDRA_OVERRIDE ...]
+                              [--gold data/alignments] [--out compare]
+                              [--skip-training | --train-seeds S ...] [HYDRA_OVERRIDE ...]
 
 Variants. A variant is `[DECODER+]SCORER`. SCORER is an attention option (configs/attention/;
 its runs: `attention=SCORER`) or `guided[=W]`: additive attention trained with guided alignment
@@ -23,8 +23,10 @@ default corpus.
 The ledger (--ledger; scripts/ledger.py). A run whose key is in the ledger is neither trained
 nor evaluated: its entry's figures are used. Any other run is trained, evaluated (dev and test
 BLEU/chrF with beam 5, AER on the gold set, attention entropy) and its entry written, so a study
-can span days and machines. A table holds one precision (--precision; default: what this
-machine trains in); runs of another precision come from the ledger only.
+can span days and machines; `--train-seeds 4 5` trains only those seeds, the others come from
+the ledger (or are left out), so machines can share one study's seeds out. A table holds one
+precision (--precision; default: what this machine trains in); runs of another precision come
+from the ledger only.
 
 Significance. Each variant against the baseline on the seeds both have, by
 `attnmt.infer.significance.paired_bootstrap`: sentences and seeds resampled together. Dev
@@ -443,7 +445,7 @@ def train_and_evaluate(run: Run, ledger: Ledger, gold: GoldSet, skip_training: b
     check_run_dir(run)
     if not (run.directory / FINISHED).is_file():
         if skip_training:
-            raise LeftOut("not trained yet (--skip-training)")
+            raise LeftOut("not trained yet (--skip-training, or not in --train-seeds)")
         train_run(run)
     problem = unfinished(run)
     if problem:
@@ -464,10 +466,11 @@ def train_and_evaluate(run: Run, ledger: Ledger, gold: GoldSet, skip_training: b
 
 
 def gather(
-    runs: list[Run], ledger: Ledger, precision: str, gold: GoldSet, skip_training: bool
+    runs: list[Run], ledger: Ledger, precision: str, gold: GoldSet, train: set[int]
 ) -> tuple[dict[str, dict[int, Found]], list[str]]:
     """Each run's ledger entry in `precision`, by variant and seed: found in the ledger, or
-    trained, evaluated and written there; and a line for each run left out."""
+    (seeds in `train`) trained, evaluated and written there; and a line for each run left
+    out."""
     results: dict[str, dict[int, Found]] = {}
     left_out = []
     for run in runs:
@@ -484,7 +487,7 @@ def gather(
             continue
         else:
             try:
-                found = train_and_evaluate(run, ledger, gold, skip_training)
+                found = train_and_evaluate(run, ledger, gold, run.seed not in train)
             except LeftOut as error:
                 left_out.append(f"{name} ({run.directory}): {error}")
                 continue
@@ -756,6 +759,13 @@ def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace, list[str]
     parser.add_argument("--gold", type=Path, default=Path("data/alignments"), help="gold set")
     parser.add_argument("--out", type=Path, default=Path("compare"))
     parser.add_argument("--skip-training", action="store_true", help="train nothing")
+    parser.add_argument(
+        "--train-seeds",
+        type=int,
+        nargs="+",
+        help="train only these seeds (of 1..--seeds), the others from the ledger: a study "
+        "shared out among machines",
+    )
     # gone: the study counts steps, and a guided variant names its weight
     parser.add_argument("--minutes", help=argparse.SUPPRESS)
     parser.add_argument("--guided-weight", help=argparse.SUPPRESS)
@@ -768,6 +778,8 @@ def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace, list[str]
         parser.error("--steps: at least 1")
     if args.seeds < 1:
         parser.error("--seeds: at least 1")
+    if args.train_seeds and not set(args.train_seeds) <= set(range(1, args.seeds + 1)):
+        parser.error(f"--train-seeds: seeds of 1..{args.seeds} (--seeds {args.seeds})")
     return parser, args, overrides
 
 
@@ -796,7 +808,8 @@ def study(args: argparse.Namespace, overrides: list[str]) -> None:
         for seed in range(1, args.seeds + 1)
     ]
     precision = args.precision or runs[0].key.precision
-    results, left_out = gather(runs, ledger, precision, gold, args.skip_training)
+    train = set() if args.skip_training else set(args.train_seeds or range(1, args.seeds + 1))
+    results, left_out = gather(runs, ledger, precision, gold, train)
     if not results:
         raise StudyError(
             f"no {precision} runs to report: none in the ledger {args.ledger}, none trained"

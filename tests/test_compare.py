@@ -180,6 +180,18 @@ def test_the_study_trains_equal_steps_keeps_a_ledger_and_gives_verdicts(tmp_path
     assert other.returncode == 2 and "Traceback" not in other.stderr
     assert "trainer.max_steps=15, not trainer.max_steps=16" in other.stderr
 
+    # --train-seeds: seed 3 alone trains; seed 2 comes from the ledger, 1 and 4 are left out
+    options = ("--variants", "additive", "--seeds", "4", "--steps", "15")
+    shared = run_study(tmp_path, tiny_corpus, *options, "--train-seeds", "3", out="shared")
+    assert shared.returncode == 0, shared.stderr[-3000:]
+    assert "additive seed 2: in the ledger" in shared.stdout
+    assert "additive seed 3: written to the ledger" in shared.stdout
+    for seed in (1, 4):
+        assert f"left out: additive seed {seed} " in shared.stdout
+    assert [p.name for p in (tmp_path / "shared" / "runs" / "additive").iterdir()] == ["seed3"]
+    outside = run_study(tmp_path, tiny_corpus, *options, "--train-seeds", "5", out="shared")
+    assert outside.returncode == 2 and "--train-seeds: seeds of 1..4" in outside.stderr
+
 
 @pytest.mark.parametrize(
     ("text", "complaint"),
