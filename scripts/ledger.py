@@ -126,7 +126,13 @@ class Ledger:
         return cls(folder, entries)
 
     def find(self, key: RunKey) -> tuple[Path, dict] | None:
-        """The file and entry of `key`, if the ledger has it."""
+        """The file and entry of `key`, if the ledger has it: read when the ledger was, or
+        written since (by another study sharing the folder, as `--train-seeds` lets machines
+        and cores do), so that no run is trained twice."""
+        if key not in self.entries:
+            path = self.folder / key.file_name()
+            if path.is_file() and RunKey.of((entry := read_entry(path))["key"]) == key:
+                self.entries[key] = (path, entry)
         return self.entries.get(key)
 
     def write(self, key: RunKey, figures: dict) -> tuple[Path, dict]:
