@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -12,6 +15,27 @@ from attnmt.cli.common import plain  # noqa: F401  (tests import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/NAME.py as a module (registered in sys.modules, where dataclasses look it up)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_script_main(name: str, monkeypatch, capsys, *arguments: str) -> tuple[int, str, str]:
+    """scripts/NAME.py's exit status, output and errors on `arguments`, in this process."""
+    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts" / f"{name}.py"), *arguments])
+    try:
+        load_script(name).main()
+        status = 0
+    except SystemExit as done:
+        status = done.code
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 def needs_shared_corpus() -> Path:

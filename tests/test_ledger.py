@@ -1,18 +1,10 @@
 """scripts/ledger.py: an entry written by another study after this one read the ledger is found."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ledger.py"
+from tests.conftest import load_script
 
 
 def load_ledger_module():
-    spec = importlib.util.spec_from_file_location("ledger", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ledger"] = module  # (dataclasses look their module up there)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ledger")
 
 
 def test_an_entry_written_by_another_study_is_found(tmp_path):

@@ -1,7 +1,6 @@
 """scripts/new_words.py: the share of the references' new words (no training target has them)
 that each output carries, folded forms meeting, and on the subset a lexicon covers."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,27 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from tests import conftest
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "new_words.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("new_words", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return conftest.load_script("new_words")
 
 
 def main(monkeypatch, capsys, *arguments: str) -> tuple[int, str, str]:
-    """The script's exit status, output and errors on `arguments`, in this process."""
-    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *arguments])
-    try:
-        load_script().main()
-        status = 0
-    except SystemExit as done:
-        status = done.code
-    out, err = capsys.readouterr()
-    return status, out, err
+    return conftest.run_script_main("new_words", monkeypatch, capsys, *arguments)
 
 
 @pytest.mark.parametrize(

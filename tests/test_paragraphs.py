@@ -1,36 +1,23 @@
 """scripts/paragraphs.py: test pairs three at a time as paragraphs, translated whole and split
 into sentences, each scored against the joined references."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from attnmt.infer.translate import SearchConfig, Translator
+from tests import conftest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paragraphs.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("paragraphs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # where its dataclass looks itself up
-    spec.loader.exec_module(module)
-    return module
+    return conftest.load_script("paragraphs")
 
 
 def main(monkeypatch, capsys, *arguments: str) -> tuple[int, str, str]:
-    """The script's exit status, output and errors on `arguments`, in this process."""
-    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *arguments])
-    try:
-        load_script().main()
-        status = 0
-    except SystemExit as done:
-        status = done.code
-    out, err = capsys.readouterr()
-    return status, out, err
+    return conftest.run_script_main("paragraphs", monkeypatch, capsys, *arguments)
 
 
 def test_three_pairs_make_a_paragraph_and_a_last_shorter_group_is_dropped():
