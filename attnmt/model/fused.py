@@ -88,6 +88,12 @@ def gru_step(inputs: Tensor, query: Tensor, gru: nn.GRU) -> Tensor:
     return out.to(inputs.dtype)
 
 
+def uses_kernels(x: Tensor) -> bool:
+    """Whether `gru_layer` and `bahdanau_gru_loop` over x run their element-wise work as the
+    fused C++ kernels: on the CPU, in fp32 (x's compute type), where they load."""
+    return x.device.type == "cpu" and _kernels_for(blocks.compute_type(x)) is not None
+
+
 def _kernels_for(dtype: torch.dtype) -> ModuleType | None:
     """The fused C++ kernels (`native.kernels()`) where `dtype`, the compute type, is fp32;
     None otherwise (bf16 runs its element-wise work in fp32 torch operations)."""

@@ -9,7 +9,8 @@ import time
 import pytest
 import torch
 
-from attnmt.model import blocks, fused, native
+from attnmt.model import blocks, fast, fused, native
+from tests.model.test_fast import teacher_forced, twins
 
 FP32 = {"rtol": 1e-5, "atol": 1e-5}
 
@@ -173,6 +174,19 @@ def test_the_loops_with_the_kernels_equal_the_loops_without(kernels, fed, paddin
     assert set(spy.calls) == {"gru_forward", "gru_backward", "energy_forward", "energy_backward"}
     monkeypatch.setattr(native, "kernels", lambda: None)
     assert_all_close(outputs, run())
+
+
+def test_the_fp32_encoder_runs_as_gru_layer_where_the_kernels_load(kernels, monkeypatch):
+    """The default model's encoder twin: each direction as gru_layer with the kernels, as
+    torch's GRU without; the model equal to the plain one either way."""
+    plain, accelerated = twins()
+    layers = []
+    monkeypatch.setattr(fast, "gru_layer", lambda *a: layers.append(1) or fused.gru_layer(*a))
+    for loaded, directions in ((kernels, 2), (None, 0)):
+        monkeypatch.setattr(native, "kernels", lambda loaded=loaded: loaded)
+        layers.clear()
+        assert_all_close(teacher_forced(accelerated), teacher_forced(plain))
+        assert len(layers) == directions
 
 
 def test_bf16_keeps_the_torch_code(kernels, monkeypatch):
