@@ -24,6 +24,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,align,cedict]'
+	@# The fused C++ kernels of fp32 training (attnmt/model/native.py), compiled once with the C++
+	@# compiler and ninja; where they cannot be, training runs the same loops in torch operations.
+	@command -v ninja >/dev/null || $(BIN)/pip install --quiet ninja \
+	  || echo "warning: could not install ninja"
+	@PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m attnmt.model.native build \
+	  || echo "warning: could not build the fused C++ kernels: fp32 training runs without them"
 	@# A CJK font, so Chinese in attention heatmaps shows as characters, not boxes.
 	@fc-list 2>/dev/null | grep -qi "CJK" || ( command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null ) \

@@ -158,7 +158,7 @@ PLAIN_MODEL = {
     f"attnmt.model.{name}" for name in ("attention", "decoder", "encoder", "state", "seq2seq")
 }
 SPEED_MODULES = {
-    f"attnmt.model.{name}" for name in ("fast", "fused", "blocks", "accelerate", "build")
+    f"attnmt.model.{name}" for name in ("fast", "fused", "native", "blocks", "accelerate", "build")
 }
 
 

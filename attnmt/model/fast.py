@@ -17,7 +17,9 @@ each saves; tests/model/test_fast.py holds each against its plain module, forwar
   reversed within its length (`padded_rnn`). torch's CPU RNN then makes every step's input
   product in one product before its loop, which it cannot do for packed sequences; padding
   still never reaches a real position. Under bf16 autocast a GRU direction runs as
-  `fused.gru_layer` (its backward written out, its products in blocks of rows).
+  `fused.gru_layer` (its backward written out, its products in blocks of rows), and in fp32
+  too where the fused C++ kernels load (`fused.uses_kernels`): with them it is faster than
+  torch's GRU, without them slower.
 - `FastBahdanauDecoder` (`BahdanauDecoder`) and `FastLuongDecoder` (`LuongDecoder`):
   - the fused teacher-forced loop (Bahdanau, a one-layer GRU with the plain additive scorer,
     the default model, on the CPU): `fused.bahdanau_gru_loop`, one autograd node with its
@@ -44,7 +46,7 @@ from attnmt.model.attention import AdditiveAttention
 from attnmt.model.blocks import autocast_blocked, blocked, linear
 from attnmt.model.decoder import AttentionDecoder, BahdanauDecoder, LuongDecoder
 from attnmt.model.encoder import EncoderOutput, RNNEncoder
-from attnmt.model.fused import bahdanau_gru_loop, gru_layer, gru_step
+from attnmt.model.fused import bahdanau_gru_loop, gru_layer, gru_step, uses_kernels
 from attnmt.model.state import DecoderState
 from attnmt.vocab import PAD_ID
 
@@ -104,7 +106,11 @@ def padded_rnn(
             read = layer_input
             if direction:  # each sentence reversed within its length
                 read = read.gather(1, flip.unsqueeze(-1).expand(-1, -1, read.size(-1)))
-            if isinstance(rnn, nn.GRU) and torch.is_grad_enabled() and autocast_blocked(read):
+            if (
+                isinstance(rnn, nn.GRU)
+                and torch.is_grad_enabled()
+                and (autocast_blocked(read) or uses_kernels(read))
+            ):
                 out = gru_layer(read, tuple(weights[f"{name}_l0"] for name in RNN_WEIGHTS))
             else:
                 out, _ = functional_call(one_way(read.size(-1)), weights, (read,))

@@ -19,7 +19,11 @@ against autograd over the step loop (docs/benchmarks.md has the figures):
   each step is the formulas' few operations, not autograd's bookkeeping around each;
 - a step's products take the batch's rows padded with zero rows to a multiple of
   `blocks.ROW_MULTIPLE` (their copies in the compute type kept in buffers of that many rows),
-  so oneDNN compiles their kernels once per run, not once per batch (`blocks`).
+  so oneDNN compiles their kernels once per run, not once per batch (`blocks`);
+- in fp32, the GRU's gates and the scorer's e = tanh(W h + U q) with s = v^T e, forward and
+  backward, each run as one pass of C++ over memory (`native.kernels()`, `csrc/fused.cpp`)
+  rather than a dozen torch operations, where that library could be built; the torch code
+  below computes the same and runs where it could not, with ATTNMT_NATIVE=0, and in bf16.
 
 The products run in the compute type (bf16 under bf16 autocast, as autocast runs the step
 loops'); the element-wise work (the scorer's tanh over B x S x A at every step, the gates) and
@@ -34,10 +38,12 @@ input), H hidden width (= key width), A attention width.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import torch
 from torch import Tensor, nn
 
-from attnmt.model import blocks
+from attnmt.model import blocks, native
 
 
 def bahdanau_gru_loop(
@@ -78,16 +84,36 @@ def gru_step(inputs: Tensor, query: Tensor, gru: nn.GRU) -> Tensor:
     hidden = query.size(1)
     out = torch.empty(len(query), hidden)
     kept = torch.empty(len(query), 2 * hidden), torch.empty_like(out), torch.empty_like(out)
-    _gru_step(gi, gh, query.float(), kept, out)
+    _gru_step(gi, gh, query.float(), kept, out, _kernels_for(inputs.dtype))
     return out.to(inputs.dtype)
 
 
+def uses_kernels(x: Tensor) -> bool:
+    """Whether `gru_layer` and `bahdanau_gru_loop` over x run their element-wise work as the
+    fused C++ kernels: on the CPU, in fp32 (x's compute type), where they load."""
+    return x.device.type == "cpu" and _kernels_for(blocks.compute_type(x)) is not None
+
+
+def _kernels_for(dtype: torch.dtype) -> ModuleType | None:
+    """The fused C++ kernels (`native.kernels()`) where `dtype`, the compute type, is fp32;
+    None otherwise (bf16 runs its element-wise work in fp32 torch operations)."""
+    return native.kernels() if dtype == torch.float32 else None
+
+
 def _gru_step(
-    gi: Tensor, gh: Tensor, query: Tensor, kept: tuple[Tensor, Tensor, Tensor], out: Tensor
+    gi: Tensor,
+    gh: Tensor,
+    query: Tensor,
+    kept: tuple[Tensor, Tensor, Tensor],
+    out: Tensor,
+    kernels: ModuleType | None = None,
 ) -> None:
     """One GRU step from its two products gi and gh (B, 3H) and the state q_{t-1} (B, H): q_t
     into `out`, and into `kept` = (r z (B, 2H), n (B, H), gh_n (B, H)) what its backward reads.
-    """
+    With `kernels` (`_kernels_for`), in one pass of C++."""
+    if kernels is not None:
+        kernels.gru_forward(gi, gh, query, *kept, out)
+        return
     gates_rz, gates_n, hidden_n = kept
     hidden = query.size(1)
     torch.sigmoid(gi[:, : 2 * hidden] + gh[:, : 2 * hidden], out=gates_rz)  # r z
@@ -98,18 +124,28 @@ def _gru_step(
 
 
 def _gru_step_backward(
-    grad_q: Tensor, query: Tensor, kept: tuple[Tensor, Tensor, Tensor]
-) -> tuple[Tensor, Tensor, Tensor]:
-    """`_gru_step` backward, for d q_t (B, H): d gi and d gh (B, 3H), and the part of
-    d q_{t-1} that skips the products, z d q_t (the rest is d gh W_hh)."""
+    grad_q: Tensor,
+    query: Tensor,
+    kept: tuple[Tensor, Tensor, Tensor],
+    grad_gi: Tensor,
+    grad_gh: Tensor,
+    kernels: ModuleType | None = None,
+) -> Tensor:
+    """`_gru_step` backward, for d q_t (B, H): d gi and d gh (B, 3H) into `grad_gi` and
+    `grad_gh`, and returned, the part of d q_{t-1} that skips the products, z d q_t (the rest
+    is d gh W_hh). With `kernels`, in one pass of C++."""
+    if kernels is not None:
+        grad_direct = torch.empty_like(grad_q)
+        kernels.gru_backward(grad_q, query, *kept, grad_gi, grad_gh, grad_direct)
+        return grad_direct
     gates_rz, gates_n, hidden_n = kept
     r, z = gates_rz.chunk(2, 1)
     grad_n = grad_q * (1 - z) * (1 - gates_n * gates_n)  # d (gi_n + r gh_n)
     grad_rz = torch.cat([grad_n * hidden_n, grad_q * (query - gates_n)], 1)
     grad_rz.mul_(gates_rz * (1 - gates_rz))  # d (gi + gh) of r and z: (B, 2H)
-    grad_gi = torch.cat([grad_rz, grad_n], 1)
-    grad_gh = torch.cat([grad_rz, grad_n * r], 1)
-    return grad_gi, grad_gh, grad_q * z
+    grad_gi.copy_(torch.cat([grad_rz, grad_n], 1))
+    grad_gh.copy_(torch.cat([grad_rz, grad_n * r], 1))
+    return grad_q * z
 
 
 def _gru_buffers(steps: int, batch: int, hidden: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -140,6 +176,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
         inputs = (embedded, start, keys, prepared, W_ih, W_hh, b_ih, b_hh, U, v)
         ctx.dtypes = [t.dtype for t in inputs]
         dt = blocks.compute_type(keys)
+        ctx.kernels = kernels = _kernels_for(dt)
         with blocks.autocast_off(keys):
             batch, steps = embedded.shape[:2]
             hidden, attn = W_hh.size(1), U.size(0)
@@ -149,7 +186,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
             W_q = torch.cat([U, W_hh]).to(dt)  # U q and q W_hh^T in one product
             b_q = torch.cat([b_hh.new_zeros(attn), b_hh]).to(dt)  # U q has no bias
             v = v.float().t()  # (A, 1)
-            keys, prepared = keys.float(), prepared.float()
+            keys, prepared = keys.float(), prepared.float().contiguous()
             # The embedding's share of every step's input product, all steps at once: (T, P, 3H)
             x_in = None
             if fed:
@@ -172,17 +209,23 @@ class _BahdanauGRULoop(torch.autograd.Function):
             kept = _gru_buffers(steps, batch, hidden)
             for t in range(steps):
                 projected = torch.addmm(b_q, query_in[t], W_q.t())[:batch]  # [U q; gh]: (B, A+3H)
-                torch.add(prepared, projected[:, :attn].unsqueeze(1), out=energy)  # W h + U q
-                energy.tanh_()
-                scores = (energy @ v).squeeze(-1)  # s_i = v^T e_i: (B, S)
-                if keep:
-                    energies[t] = energy
+                if kernels is not None:  # e (into the kept buffer, fp32 here) and s in one pass
+                    step_energy = energies[t] if keep else energy
+                    scores = kernels.energy_forward(
+                        prepared, projected[:, :attn], v[:, 0], step_energy
+                    )
+                else:
+                    torch.add(prepared, projected[:, :attn].unsqueeze(1), out=energy)  # W h + U q
+                    energy.tanh_()
+                    scores = (energy @ v).squeeze(-1)  # s_i = v^T e_i: (B, S)
+                    if keep:
+                        energies[t] = energy
                 attention[t] = scores.masked_fill_(padding, float("-inf")).softmax(-1)  # a
                 torch.bmm(attention[t].unsqueeze(1), keys, out=contexts[t].unsqueeze(1))
                 context_in[t, :batch] = contexts[t]
                 gi = torch.addmm(gates_x[t], context_in[t], W_c.t())[:batch].float()
                 gh = projected[:, attn:].float()
-                _gru_step(gi, gh, queries[t], [k[t] for k in kept], queries[t + 1])
+                _gru_step(gi, gh, queries[t], [k[t] for k in kept], queries[t + 1], kernels)
                 query_in[t + 1, :batch] = queries[t + 1]
         if keep:
             ctx.save_for_backward(
@@ -198,6 +241,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
          energies, *kept) = ctx.saved_tensors  # fmt: skip
         steps, batch, hidden = contexts.shape
         rows, attn = query_in.size(1), W_q.size(0) - 3 * hidden
+        kernels = ctx.kernels
         with blocks.autocast_off(keys):
             grad_queries = _time_major(grad_queries, contexts)
             grad_contexts = _time_major(grad_contexts, contexts)
@@ -216,9 +260,14 @@ class _BahdanauGRULoop(torch.autograd.Function):
             for t in reversed(range(steps)):
                 grad_q = grad_q + grad_queries[t]
                 step_kept = [k[t] for k in kept]
-                gi, gh, grad_direct = _gru_step_backward(grad_q, queries[t], step_kept)
-                grad_gi[t, :batch] = gi
-                grad_projected[t, :batch, attn:] = gh
+                grad_direct = _gru_step_backward(
+                    grad_q,
+                    queries[t],
+                    step_kept,
+                    grad_gi[t, :batch],
+                    grad_projected[t, :batch, attn:],
+                    kernels,
+                )
                 # the context feeds the GRU, and the caller's features
                 into_context = (grad_gi[t] @ W_c)[:batch]
                 torch.add(grad_contexts[t], into_context, out=grad_context[t])
@@ -229,12 +278,17 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 grad_s = grad_scores[t]
                 torch.mul(a, grad_a - (a * grad_a).sum(-1, keepdim=True), out=grad_s)
                 # s = v^T e: d v += d s e; d (W h + U q) = v (1 - e^2) d s
-                energy.copy_(energies[t])
-                grad_v += grad_s.view(1, -1) @ energy.view(-1, energy.size(-1))
-                energy.square_().mul_(grad_s.unsqueeze(-1))
-                grad_energies += energy
-                grad_uq = (grad_s.sum(1, keepdim=True) - energy.sum(1)) * v_row  # (B, A)
-                grad_projected[t, :batch, :attn] = grad_uq
+                grad_uq = grad_projected[t, :batch, :attn]  # (B, A)
+                if kernels is not None:  # the same, in one pass
+                    kernels.energy_backward(
+                        grad_s, energies[t], v_row, grad_energies, grad_uq, grad_v[0]
+                    )
+                else:
+                    energy.copy_(energies[t])
+                    grad_v += grad_s.view(1, -1) @ energy.view(-1, energy.size(-1))
+                    energy.square_().mul_(grad_s.unsqueeze(-1))
+                    grad_energies += energy
+                    grad_uq.copy_((grad_s.sum(1, keepdim=True) - energy.sum(1)) * v_row)
                 grad_q = torch.add(grad_direct, (grad_projected[t] @ W_q)[:batch])
             # the weights' gradients, one product each over all T x P rows
             products = steps * rows
@@ -274,6 +328,7 @@ class _GRULayer(torch.autograd.Function):
     def forward(ctx, inputs, keep, W_ih, W_hh, b_ih, b_hh):  # noqa: ANN001, ANN205, N803
         ctx.dtypes = [t.dtype for t in (inputs, W_ih, W_hh, b_ih, b_hh)]
         dt = blocks.compute_type(inputs)
+        ctx.kernels = kernels = _kernels_for(dt)
         with blocks.autocast_off(inputs):
             batch, steps, width = inputs.shape
             hidden = W_hh.size(1)
@@ -288,7 +343,7 @@ class _GRULayer(torch.autograd.Function):
             for t in range(steps):
                 gh = torch.addmm(b_hh, state_in[t], W_hh.t())[:batch].float()  # (B, 3H)
                 gi = gates_x[t, :batch].float()
-                _gru_step(gi, gh, states[t], [k[t] for k in kept], states[t + 1])
+                _gru_step(gi, gh, states[t], [k[t] for k in kept], states[t + 1], kernels)
                 state_in[t + 1, :batch] = states[t + 1]
         if keep:
             ctx.save_for_backward(x_in, W_ih, W_hh, states, state_in, *kept)
@@ -307,8 +362,14 @@ class _GRULayer(torch.autograd.Function):
             for t in reversed(range(steps)):
                 grad_q = grad_q + grad_states[t]
                 step_kept = [k[t] for k in kept]
-                gi, gh, grad_direct = _gru_step_backward(grad_q, states[t], step_kept)
-                grad_gi[t, :batch], grad_gh[t, :batch] = gi, gh
+                grad_direct = _gru_step_backward(
+                    grad_q,
+                    states[t],
+                    step_kept,
+                    grad_gi[t, :batch],
+                    grad_gh[t, :batch],
+                    ctx.kernels,
+                )
                 if t:  # q_0 is no parameter
                     grad_q = torch.add(grad_direct, (grad_gh[t] @ W_hh)[:batch])
             products = steps * rows

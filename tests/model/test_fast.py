@@ -168,7 +168,8 @@ def gru_and_inputs(dtype=torch.float32):
 
 
 def gru_layer_case(autocast, padding):
-    """fused.gru_layer, the encoder twin's bf16 GRU, against nn.GRU with every gradient."""
+    """fused.gru_layer, the encoder twin's GRU (bf16, and fp32 with the C++ kernels), against
+    nn.GRU with every gradient."""
 
     def run(monkeypatch):
         pad_rows(monkeypatch, padding)
