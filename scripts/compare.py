@@ -111,6 +111,8 @@ PRECISIONS = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 # The trainer's log line of its precision (attnmt.train.build), and its names there.
 PRECISION_LINE = re.compile(r"training precision: (\S+)")
 LOGGED_PRECISIONS = {"fp32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+# attnmt.model.native's line: whether fp32's element-wise work ran as its C++ kernels
+KERNELS_LINE = re.compile(r"fused C\+\+ GRU: (on|off)")
 
 
 class StudyError(Exception):
@@ -338,6 +340,15 @@ def logged_precision(directory: Path) -> str | None:
     return LOGGED_PRECISIONS.get(found[-1]) if found else None
 
 
+def logged_kernels(directory: Path) -> str | None:
+    """Which code ran the run's fp32 element-wise work, by its log: "C++" (the kernels of
+    attnmt.model.native) or "torch"; None where the log says neither (a bf16 run, a run from
+    before the kernels). Both compute the same formulas, within rounding, as two CPUs do."""
+    log = directory / "train.log"
+    found = KERNELS_LINE.findall(log.read_text(encoding="utf-8")) if log.is_file() else []
+    return None if not found else "C++" if found[-1] == "on" else "torch"
+
+
 # --- one run's figures ----------------------------------------------------------------------
 
 
@@ -459,6 +470,7 @@ def train_and_evaluate(run: Run, ledger: Ledger, gold: GoldSet, skip_training: b
         "cpu": cpu_info().get("model name"),
         "device": run.device,
         "torch": torch.__version__,
+        "kernels": logged_kernels(run.directory),
         "data_folder": run.dataset.folder,
         "vocab": run.dataset.vocab,
     }

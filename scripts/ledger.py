@@ -8,6 +8,8 @@ entry whose key equals a run's in every field stands for that run; one that diff
 field is not reused. What the entry holds beside its key (docs/study/ledger/README.md):
 
     commit, cpu, device, torch       where and from what it trained
+    kernels                          "C++" or "torch": what ran fp32's element-wise work
+                                     (attnmt.model.native); absent or null before it, or bf16
     data_folder, vocab               the processed dataset's folder name, vocabulary sizes
     dev, test                        {bleu, chrf, stats}: corpus BLEU and chrF with beam 5, and
                                      sacrebleu's BLEU statistics of each sentence (attnmt.infer.

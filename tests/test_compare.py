@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from attnmt import MODEL_CODE_VERSION
-from tests.conftest import tiny_train_overrides
+from tests.conftest import load_script, tiny_train_overrides
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare.py"
 VARIANTS = ("additive", "luong-nofeed+additive", "guided=0.5")
@@ -222,3 +222,19 @@ def test_the_study_counts_steps_and_names_its_variants(tmp_path, tiny_corpus):
     assert "--steps N" in no_budget.stderr
     unknown = run_study(tmp_path, tiny_corpus, "--variants", "luong-nofeed+cosine", "--steps", "15")
     assert unknown.returncode == 2 and "[DECODER+]SCORER" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("log", "kernels"),
+    [
+        ("[x][attnmt.model.native][INFO] - fused C++ GRU: on\n", "C++"),
+        ("[x][attnmt.model.native][INFO] - fused C++ GRU: off: ATTNMT_NATIVE=0\n", "torch"),
+        ("[x][attnmt.train.build][INFO] - training precision: torch.bfloat16\n", None),
+    ],
+)
+def test_an_entry_says_what_ran_fp32_s_element_wise_work(tmp_path, log, kernels):
+    load_script("ledger")  # compare.py imports it by name, as scripts/ on its path does
+    compare = load_script("compare")
+    (tmp_path / "train.log").write_text(log, encoding="utf-8")
+    assert compare.logged_kernels(tmp_path) == kernels
+    assert compare.logged_kernels(tmp_path / "no-run") is None
