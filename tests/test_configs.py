@@ -29,7 +29,7 @@ def test_every_data_option_builds_a_data_config(name):
 
 def test_trainer_defaults_build_a_trainer_config():
     trainer = to_dataclass(TrainerConfig, plain(compose_config("train", []).trainer), "trainer")
-    assert trainer.batch_tokens == 2048 and trainer.max_steps == 4000
+    assert trainer.batch_tokens == 2048 and trainer.max_steps == 8000
     assert trainer.max_time is None and trainer.patience is None  # a step budget, no clock
 
 
