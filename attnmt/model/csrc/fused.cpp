@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace {
@@ -87,19 +88,33 @@ void check_shape(const Tensor& t, const char* name, at::IntArrayRef shape) {
   TORCH_CHECK(t.sizes() == shape, name, ": expected shape ", shape, ", got ", t.sizes());
 }
 
+// A matrix of the GRU kernels: its name and its width (its rows are the batch's).
+struct Operand {
+  const Tensor& tensor;
+  const char* name;
+  int64_t width;
+};
+
+// Each operand fp32 on the CPU, of shape (batch, its width).
+void check_rows(int64_t batch, std::initializer_list<Operand> operands) {
+  for (const Operand& operand : operands) {
+    check(operand.tensor, operand.name, 2);
+    check_shape(operand.tensor, operand.name, {batch, operand.width});
+  }
+}
+
 // One GRU step from gi, gh (B, 3H) and q (B, H): q' into out (B, H), and what the backward
 // reads into rz (B, 2H), n (B, H) and hn = gh_n (B, H).
 void gru_forward(const Tensor& gi, const Tensor& gh, const Tensor& query, Tensor rz, Tensor n,
                  Tensor hn, Tensor out) {
   check(query, "query", 2);
   const int64_t batch = query.size(0), hidden = query.size(1);
-  const Tensor* all[] = {&gi, &gh, &rz, &n, &hn, &out};
-  const char* names[] = {"gi", "gh", "rz", "n", "hn", "out"};
-  const int64_t widths[] = {3 * hidden, 3 * hidden, 2 * hidden, hidden, hidden, hidden};
-  for (int i = 0; i < 6; ++i) {
-    check(*all[i], names[i], 2);
-    check_shape(*all[i], names[i], {batch, widths[i]});
-  }
+  check_rows(batch, {{gi, "gi", 3 * hidden},
+                     {gh, "gh", 3 * hidden},
+                     {rz, "rz", 2 * hidden},
+                     {n, "n", hidden},
+                     {hn, "hn", hidden},
+                     {out, "out", hidden}});
   at::parallel_for(0, batch, grain_rows(8 * hidden), [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const float* gi_b = row(gi, b);
@@ -131,13 +146,13 @@ void gru_backward(const Tensor& grad_out, const Tensor& query, const Tensor& rz,
                   const Tensor& hn, Tensor grad_gi, Tensor grad_gh, Tensor grad_query) {
   check(query, "query", 2);
   const int64_t batch = query.size(0), hidden = query.size(1);
-  const Tensor* all[] = {&grad_out, &rz, &n, &hn, &grad_gi, &grad_gh, &grad_query};
-  const char* names[] = {"grad_out", "rz", "n", "hn", "grad_gi", "grad_gh", "grad_query"};
-  const int64_t widths[] = {hidden, 2 * hidden, hidden, hidden, 3 * hidden, 3 * hidden, hidden};
-  for (int i = 0; i < 7; ++i) {
-    check(*all[i], names[i], 2);
-    check_shape(*all[i], names[i], {batch, widths[i]});
-  }
+  check_rows(batch, {{grad_out, "grad_out", hidden},
+                     {rz, "rz", 2 * hidden},
+                     {n, "n", hidden},
+                     {hn, "hn", hidden},
+                     {grad_gi, "grad_gi", 3 * hidden},
+                     {grad_gh, "grad_gh", 3 * hidden},
+                     {grad_query, "grad_query", hidden}});
   at::parallel_for(0, batch, grain_rows(12 * hidden), [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const float* g_b = row(grad_out, b);
