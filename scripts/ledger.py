@@ -48,6 +48,8 @@ FIELDS = (
     "train_tokens_per_s",
     "decode_sent_per_s",
 )
+# Written where the run's figures have it; an entry from before a field existed lacks it.
+OPTIONAL_FIELDS = ("kernels",)
 SPLIT_FIELDS = ("bleu", "chrf", "stats")
 # The figures that must be numbers (of the entry, and of each split).
 NUMBERS = (
@@ -140,6 +142,7 @@ class Ledger:
     def write(self, key: RunKey, figures: dict) -> tuple[Path, dict]:
         """Add the entry of `key` (replacing a file of the same name); its file and entry."""
         entry = {"key": key.as_dict(), **{name: figures[name] for name in FIELDS}}
+        entry |= {name: figures[name] for name in OPTIONAL_FIELDS if name in figures}
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / key.file_name()
         path.write_text(entry_text(entry), encoding="utf-8")

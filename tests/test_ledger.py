@@ -1,4 +1,5 @@
-"""scripts/ledger.py: an entry written by another study after this one read the ledger is found."""
+"""scripts/ledger.py: an entry written by another study after this one read the ledger is found;
+an optional figure is written where the run has it, and an entry without it still reads."""
 
 from tests.conftest import load_script
 
@@ -7,13 +8,17 @@ def load_ledger_module():
     return load_script("ledger")
 
 
-def test_an_entry_written_by_another_study_is_found(tmp_path):
-    ledger = load_ledger_module()
-    key = ledger.RunKey("additive", 5, 4000, "fp32", "data", 1, "config", ("trainer.seed=5",))
+def figures_of(ledger):
     figures = {name: 0.5 for name in ledger.FIELDS}
     figures |= {"commit": "c", "cpu": "x", "device": "cpu", "torch": "2", "data_folder": "f"}
     figures |= {"vocab": {"zh": 4, "en": 4}, "bleu_signature": "s"}
-    figures |= {split: {"bleu": 1.0, "chrf": 2.0, "stats": [[0] * 10]} for split in ("dev", "test")}
+    return figures | {s: {"bleu": 1.0, "chrf": 2.0, "stats": [[0] * 10]} for s in ("dev", "test")}
+
+
+def test_an_entry_written_by_another_study_is_found(tmp_path):
+    ledger = load_ledger_module()
+    key = ledger.RunKey("additive", 5, 4000, "fp32", "data", 1, "config", ("trainer.seed=5",))
+    figures = figures_of(ledger)
     mine = ledger.Ledger.read(tmp_path)  # empty when this study began
     assert mine.find(key) is None
     ledger.Ledger.read(tmp_path).write(key, figures)  # another study, sharing the folder
@@ -21,3 +26,14 @@ def test_an_entry_written_by_another_study_is_found(tmp_path):
     assert path.parent == tmp_path and entry["test"]["bleu"] == 1.0
     other = ledger.RunKey("additive", 6, 4000, "fp32", "data", 1, "config", ("trainer.seed=6",))
     assert mine.find(other) is None
+
+
+def test_what_ran_the_element_wise_work_is_written_and_an_entry_without_it_reads(tmp_path):
+    ledger = load_ledger_module()
+    with_it = ledger.RunKey("additive", 1, 8000, "fp32", "data", 1, "config", ("trainer.seed=1",))
+    without = ledger.RunKey("additive", 2, 8000, "fp32", "data", 1, "config", ("trainer.seed=2",))
+    ledger.Ledger.read(tmp_path).write(with_it, figures_of(ledger) | {"kernels": "C++"})
+    ledger.Ledger.read(tmp_path).write(without, figures_of(ledger))
+    read = ledger.Ledger.read(tmp_path)
+    assert read.find(with_it)[1]["kernels"] == "C++"
+    assert "kernels" not in read.find(without)[1]
