@@ -157,6 +157,22 @@ def _gru_buffers(steps: int, batch: int, hidden: int) -> tuple[Tensor, Tensor, T
     )
 
 
+def _product_input(states: Tensor, rows: int, dtype: torch.dtype) -> Tensor:
+    """The buffer from which each step's products read `states` (T, B, H, fp32, filled step by
+    step): `states` itself where the products run in fp32 on B rows; else (T, P, H) in `dtype`,
+    zero, into which the loop copies each step's B rows."""
+    if dtype == states.dtype and rows == states.size(1):
+        return states
+    return states.new_zeros(states.size(0), rows, states.size(2), dtype=dtype)
+
+
+def _gradient_buffer(steps: int, rows: int, batch: int, width: int, dtype: torch.dtype) -> Tensor:
+    """(T, P, width) for each step's gradients of a product's input, of which the steps write the
+    first `batch` rows: zero past them, so that the padding rows add nothing to the products."""
+    make = torch.zeros if rows > batch else torch.empty
+    return make(steps, rows, width, dtype=dtype)
+
+
 def _rows_in(x: Tensor, rows: int, dtype: torch.dtype) -> Tensor:
     """x (T, B, D) as (T, P, D) in `dtype`, zero in the rows past B."""
     padded = x.new_zeros(x.size(0), rows, x.size(2), dtype=dtype)
@@ -198,10 +214,11 @@ class _BahdanauGRULoop(torch.autograd.Function):
             padding = ~mask  # (B, S)
             queries = keys.new_empty(steps + 1, batch, hidden)  # q_0 .. q_T
             queries[0] = start
-            query_in = keys.new_zeros(steps + 1, rows, hidden, dtype=dt)
-            query_in[0, :batch] = start
             contexts = keys.new_empty(steps, batch, hidden)
-            context_in = keys.new_zeros(steps, rows, hidden, dtype=dt)
+            query_in = _product_input(queries, rows, dt)
+            if query_in is not queries:
+                query_in[0, :batch] = start
+            context_in = _product_input(contexts, rows, dt)
             attention = keys.new_empty(steps, batch, keys.size(1))
             # each step's e (in the compute type: the largest of these), for the backward
             energies = prepared.new_empty(steps, *prepared.shape, dtype=dt) if keep else None
@@ -222,11 +239,13 @@ class _BahdanauGRULoop(torch.autograd.Function):
                         energies[t] = energy
                 attention[t] = scores.masked_fill_(padding, float("-inf")).softmax(-1)  # a
                 torch.bmm(attention[t].unsqueeze(1), keys, out=contexts[t].unsqueeze(1))
-                context_in[t, :batch] = contexts[t]
+                if context_in is not contexts:
+                    context_in[t, :batch] = contexts[t]
                 gi = torch.addmm(gates_x[t], context_in[t], W_c.t())[:batch].float()
                 gh = projected[:, attn:].float()
                 _gru_step(gi, gh, queries[t], [k[t] for k in kept], queries[t + 1], kernels)
-                query_in[t + 1, :batch] = queries[t + 1]
+                if query_in is not queries:
+                    query_in[t + 1, :batch] = queries[t + 1]
         if keep:
             ctx.save_for_backward(
                 x_in, keys, W_x, W_c, W_q, v, queries, query_in, contexts, context_in,
@@ -247,8 +266,8 @@ class _BahdanauGRULoop(torch.autograd.Function):
             grad_contexts = _time_major(grad_contexts, contexts)
             grad_attention = _time_major(grad_attention, attention)
             # each step's d gi and [d (U q); d gh], the products' inputs: (T, P, *)
-            grad_gi = torch.zeros(steps, rows, 3 * hidden, dtype=W_q.dtype)
-            grad_projected = torch.zeros(steps, rows, attn + 3 * hidden, dtype=W_q.dtype)
+            grad_gi = _gradient_buffer(steps, rows, batch, 3 * hidden, W_q.dtype)
+            grad_projected = _gradient_buffer(steps, rows, batch, attn + 3 * hidden, W_q.dtype)
             grad_context = torch.empty_like(contexts)  # d context_t, all of it
             grad_scores = torch.empty_like(attention)  # d s_t
             grad_v = torch.zeros_like(v.t())  # (1, A)
@@ -338,13 +357,14 @@ class _GRULayer(torch.autograd.Function):
             gates_x = blocks.mm(x_in.view(steps * rows, width), W_ih.t(), b_ih.to(dt))
             gates_x = gates_x.view(steps, rows, -1)  # x W_ih^T + b_ih, all steps: (T, P, 3H)
             states = torch.zeros(steps + 1, batch, hidden)  # q_0 = 0 .. q_T
-            state_in = torch.zeros(steps + 1, rows, hidden, dtype=dt)
+            state_in = _product_input(states, rows, dt)
             kept = _gru_buffers(steps, batch, hidden)
             for t in range(steps):
                 gh = torch.addmm(b_hh, state_in[t], W_hh.t())[:batch].float()  # (B, 3H)
                 gi = gates_x[t, :batch].float()
                 _gru_step(gi, gh, states[t], [k[t] for k in kept], states[t + 1], kernels)
-                state_in[t + 1, :batch] = states[t + 1]
+                if state_in is not states:
+                    state_in[t + 1, :batch] = states[t + 1]
         if keep:
             ctx.save_for_backward(x_in, W_ih, W_hh, states, state_in, *kept)
         return states[1:].transpose(0, 1).to(dt)
@@ -356,8 +376,8 @@ class _GRULayer(torch.autograd.Function):
         batch, hidden = states.shape[1:]
         with blocks.autocast_off(x_in):
             grad_states = grad_states.transpose(0, 1).float()  # (T, B, H)
-            grad_gi = torch.zeros(steps, rows, 3 * hidden, dtype=W_hh.dtype)
-            grad_gh = torch.zeros(steps, rows, 3 * hidden, dtype=W_hh.dtype)
+            grad_gi = _gradient_buffer(steps, rows, batch, 3 * hidden, W_hh.dtype)
+            grad_gh = _gradient_buffer(steps, rows, batch, 3 * hidden, W_hh.dtype)
             grad_q = torch.zeros(batch, hidden)
             for t in reversed(range(steps)):
                 grad_q = grad_q + grad_states[t]

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnmt.model import native
 from attnmt.model.blocks import autocast_off, compute_type, row_blocks
 
 # Rows of a block whose softmax and gradient are formed together: 128 x an 8,000-piece
@@ -57,7 +58,9 @@ def linear_cross_entropy(
 class _LinearCrossEntropy(torch.autograd.Function):
     """The loss with its gradients formed block by block in the forward pass; backward only
     scales them. The softmax of each block is computed once and becomes its gradient in place:
-    d loss / d logits = softmax - q, q = (1 - s) onehot(target) + s / V."""
+    d loss / d logits = softmax - q, q = (1 - s) onehot(target) + s / V. In fp32 on the CPU,
+    where the fused C++ kernels load (attnmt.model.native), one kernel does a block's
+    element-wise work, the same formulas in one pass over it."""
 
     @staticmethod
     def forward(ctx, inputs, weight, bias, target, smoothing, rows):  # noqa: ANN001, ANN205
@@ -67,24 +70,18 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_x = torch.empty_like(x)
         grad_w = torch.zeros(w.shape, dtype=torch.float32, device=x.device)
         grad_b = torch.zeros(vocab, dtype=torch.float32, device=x.device)
+        fp32_cpu = x.dtype == torch.float32 and x.device.type == "cpu"
+        kernels = native.kernels() if fp32_cpu else None
         with autocast_off(inputs):
             for start, real, xs in row_blocks(x, rows):
                 logits = torch.addmm(b, xs, w.t())  # (R, V), padding rows (if any) last
-                grad = torch.zeros_like(logits) if real < len(xs) else torch.empty_like(logits)
-                # The element-wise work in fp32, SUB_ROWS rows at a time: each piece stays
-                # in the cache through its passes, where a whole block's would not.
-                for sub in range(0, real, SUB_ROWS):
-                    end = min(sub + SUB_ROWS, real)
-                    ts = target[start + sub : start + end, None]
-                    probs = logits[sub:end].float().log_softmax(-1)
-                    picked = probs.gather(1, ts)
-                    total -= (1 - smoothing) * picked.sum() + smoothing / vocab * probs.sum()
-                    probs.exp_()
-                    probs.scatter_(1, ts, probs.gather(1, ts) - (1 - smoothing))
-                    if smoothing:
-                        probs -= smoothing / vocab
-                    grad_b += probs.sum(0)
-                    grad[sub:end] = probs
+                if kernels is not None:  # the gradient over the logits, in place
+                    ts = target[start : start + real]
+                    total += kernels.softmax_xent(logits[:real], ts, smoothing, grad_b)
+                    grad = logits
+                    grad[real:] = 0
+                else:
+                    grad = _softmax_xent(logits, target[start:], real, smoothing, grad_b, total)
                 if real == len(xs):
                     torch.mm(grad, w, out=grad_x[start : start + rows])
                 else:
@@ -99,6 +96,31 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grads = (g * grad_total for g in ctx.saved_tensors)
         gx, gw, gb = (g.to(dtype) for g, dtype in zip(grads, ctx.dtypes, strict=True))
         return gx, gw, gb, None, None, None
+
+
+def _softmax_xent(
+    logits: Tensor, target: Tensor, real: int, smoothing: float, grad_b: Tensor, total: Tensor
+) -> Tensor:
+    """The gradient of a block's first `real` rows of logits (R, V) against `target` (its first
+    `real` ids), zero in its padding rows; their summed loss subtracted from `total` and their
+    summed gradient added to `grad_b`, in place."""
+    vocab = logits.size(1)
+    grad = torch.zeros_like(logits) if real < len(logits) else torch.empty_like(logits)
+    # The element-wise work in fp32, SUB_ROWS rows at a time: each piece stays in the cache
+    # through its passes, where a whole block's would not.
+    for sub in range(0, real, SUB_ROWS):
+        end = min(sub + SUB_ROWS, real)
+        ts = target[sub:end, None]
+        probs = logits[sub:end].float().log_softmax(-1)
+        picked = probs.gather(1, ts)
+        total -= (1 - smoothing) * picked.sum() + smoothing / vocab * probs.sum()
+        probs.exp_()
+        probs.scatter_(1, ts, probs.gather(1, ts) - (1 - smoothing))
+        if smoothing:
+            probs -= smoothing / vocab
+        grad_b += probs.sum(0)
+        grad[sub:end] = probs
+    return grad
 
 
 def _compute_type(*tensors: Tensor) -> tuple[Tensor, ...]:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from attnmt.model import blocks, fast, fused, native
+from attnmt.train.blockwise import linear_cross_entropy
 from tests.model.test_fast import teacher_forced, twins
 
 FP32 = {"rtol": 1e-5, "atol": 1e-5}
@@ -187,6 +188,34 @@ def test_the_fp32_encoder_runs_as_gru_layer_where_the_kernels_load(kernels, monk
         layers.clear()
         assert_all_close(teacher_forced(accelerated), teacher_forced(plain))
         assert len(layers) == directions
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_the_loss_with_the_kernel_equals_the_loss_without(kernels, smoothing, monkeypatch):
+    """linear_cross_entropy in fp32: one softmax_xent call a block, the loss and every gradient
+    as the torch code's; logits from -30 to 30, so that some probabilities underflow."""
+    torch.manual_seed(6)
+    inputs = (torch.randn(37, 12) * 3).requires_grad_()
+    weight, bias = torch.randn(300, 12).requires_grad_(), torch.randn(300).requires_grad_()
+    target = torch.randint(0, 300, (37,))
+    results, spy = [], Spy(kernels)
+    for loaded in (spy, None):
+        monkeypatch.setattr(native, "kernels", lambda loaded=loaded: loaded)
+        loss = linear_cross_entropy(inputs, weight, bias, target, smoothing, rows=16)
+        loss.backward()
+        results.append([loss, *(t.grad.clone() for t in (inputs, weight, bias))])
+        inputs.grad = weight.grad = bias.grad = None
+    assert results[0][0].abs() > 100  # logits wide enough to test something
+    assert_all_close(*results)
+    assert spy.calls == {"softmax_xent": 3}  # 37 rows in blocks of 16
+
+
+def test_the_loss_kernel_refuses_an_id_outside_the_vocabulary(kernels):
+    logits, grad_bias = torch.randn(4, 10), torch.zeros(10)
+    with pytest.raises(RuntimeError, match="target 10 at row 2 is outside the vocabulary of 10"):
+        kernels.softmax_xent(logits, torch.tensor([0, 9, 10, 1]), 0.1, grad_bias)
+    with pytest.raises(RuntimeError, match="grad_bias: expected shape"):
+        kernels.softmax_xent(logits, torch.tensor([0, 9, 1, 1]), 0.1, torch.zeros(9))
 
 
 def test_bf16_keeps_the_torch_code(kernels, monkeypatch):

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnmt.model import native
 from attnmt.train import blockwise
 from attnmt.train.blockwise import linear_cross_entropy
 
@@ -27,10 +28,14 @@ def _reference(inputs, weight, bias, target, smoothing):  # noqa: ANN001, ANN202
 @pytest.mark.parametrize("rows,block", [(37, 8), (16, 16), (5, 256), (1, 1), (130, 64)])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("sub_rows", [128, 3])
+@pytest.mark.parametrize("kernels", ["as loaded", "off"])
 def test_loss_and_gradients_match_torch(
-    rows: int, block: int, smoothing: float, sub_rows: int, monkeypatch
+    rows: int, block: int, smoothing: float, sub_rows: int, kernels: str, monkeypatch
 ) -> None:
+    """With the fused C++ kernels where they load, and with the torch code."""
     monkeypatch.setattr(blockwise, "SUB_ROWS", sub_rows)  # pieces of 3: several per block
+    if kernels == "off":
+        monkeypatch.setattr(native, "kernels", lambda: None)
     inputs, weight, bias, target = _problem(rows)
     ours = linear_cross_entropy(inputs, weight, bias, target, smoothing, rows=block)
     (ours * 3).backward()  # the incoming gradient scales all three

@@ -7,6 +7,8 @@
 //   energy_backward  d v += sum_i d s_i e_i;  d (U q) = v * sum_i d s_i (1 - e_i^2);  and
 //                    d s e^2 (B, S, A) added to a sum over steps, from which fused.py forms
 //                    d (W h) = v * sum_t d s (1 - e^2) once for all steps
+//   softmax_xent     the cross-entropy of a block of logits with label smoothing, summed, and
+//                    its gradient p - q written over the logits (attnmt/train/blockwise.py)
 //
 // The matrix products stay in torch. attnmt/model/native.py builds and loads this file.
 // Shapes: B batch rows, H hidden width, S source length, A attention width. Every tensor is
@@ -274,12 +276,84 @@ void energy_backward(const Tensor& grad_scores, const Tensor& energy, const Tens
     for (int64_t a = 0; a < attn; ++a) gv[a] += partial_v[c * attn + a];
 }
 
+// The summed cross-entropy with label smoothing s of logits x (R, V) against target (R,) (int64),
+// returned, with its gradient written over the logits and added, summed over the rows, into
+// grad_bias (V,). For a row, with log p_j = x_j - lse, lse = log sum_j e^x_j:
+//   loss = -(1 - s) log p_t - (s / V) sum_j log p_j
+//   d loss / d x_j = p_j - s / V - (1 - s) [j = t]
+// Each row is read three times (max and sum, sum of e^(x - max), the gradient) while it is in
+// the cache, and written once: torch's log_softmax, exp_, scatter_, sub_ and sums each pass over
+// the whole block.
+double softmax_xent(Tensor logits, const Tensor& target, double smoothing, Tensor grad_bias) {
+  check(logits, "logits", 2);
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  TORCH_CHECK(target.device().is_cpu() && target.scalar_type() == at::kLong && target.dim() == 1 &&
+                  target.size(0) == rows,
+              "target: expected ", rows, " int64 ids on the CPU, got ", target.sizes(), " ",
+              target.scalar_type());
+  check(grad_bias, "grad_bias", 1);
+  check_shape(grad_bias, "grad_bias", {vocab});
+  TORCH_CHECK(grad_bias.is_contiguous(), "grad_bias must be contiguous");
+  const Tensor ids = target.contiguous();
+  const int64_t* ids_ = ids.data_ptr<int64_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    TORCH_CHECK(ids_[r] >= 0 && ids_[r] < vocab, "target ", ids_[r], " at row ", r,
+                " is outside the vocabulary of ", vocab);
+  const float hit = static_cast<float>(1.0 - smoothing);
+  const float spread = static_cast<float>(smoothing / vocab);
+  // The rows in one chunk a thread, each chunk summing its own loss and bias gradient, added in
+  // chunk order afterwards: the result does not depend on which thread finishes first.
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  std::vector<float> partial_bias(chunks * vocab, 0.0f);
+  std::vector<double> partial_loss(chunks, 0.0);
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      float* pb = partial_bias.data() + c * vocab;
+      for (int64_t r = c * per_chunk; r < std::min(rows, (c + 1) * per_chunk); ++r) {
+        float* x = row(logits, r);
+        float top = x[0], sum_x = 0.0f;
+#pragma omp simd reduction(max : top) reduction(+ : sum_x)
+        for (int64_t j = 0; j < vocab; ++j) {
+          top = x[j] > top ? x[j] : top;
+          sum_x += x[j];
+        }
+        float sum_e = 0.0f;
+#pragma omp simd reduction(+ : sum_e)
+        for (int64_t j = 0; j < vocab; ++j) sum_e += exp_fast(x[j] - top);
+        const float lse = top + std::log(sum_e);
+        const int64_t t = ids_[r];
+        partial_loss[c] -= static_cast<double>(hit) * (x[t] - lse) +
+                           static_cast<double>(spread) * (sum_x - vocab * static_cast<double>(lse));
+#pragma omp simd
+        for (int64_t j = 0; j < vocab; ++j) {
+          const float g = exp_fast(x[j] - lse) - spread;
+          x[j] = g;
+          pb[j] += g;
+        }
+        x[t] -= hit;
+        pb[t] -= hit;
+      }
+    }
+  });
+  float* gb = grad_bias.data_ptr<float>();
+  double loss = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    loss += partial_loss[c];
+    const float* pb = partial_bias.data() + c * vocab;
+#pragma omp simd
+    for (int64_t j = 0; j < vocab; ++j) gb[j] += pb[j];
+  }
+  return loss;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "attnmt's fused fp32 CPU kernels: the GRU gates and the additive scorer's energy";
+  m.doc() = "attnmt's fused fp32 CPU kernels: GRU gates, additive energy, softmax cross-entropy";
   m.def("gru_forward", &gru_forward, "GRU gates forward (see fused.cpp)");
   m.def("gru_backward", &gru_backward, "GRU gates backward (see fused.cpp)");
   m.def("energy_forward", &energy_forward, "additive scorer energy forward (see fused.cpp)");
   m.def("energy_backward", &energy_backward, "additive scorer energy backward (see fused.cpp)");
+  m.def("softmax_xent", &softmax_xent, "cross-entropy and its gradient in place (see fused.cpp)");
 }
