@@ -1,0 +1,104 @@
+"""What the fused C++ kernels (attnmt/model/native.py) save in fp32 training, measured in one
+process: the same batches stepped in each mode in turn, so that a machine whose speed drifts
+between runs (a shared VM's does, by 10% and more) weighs on every mode alike.
+
+    python scripts/kernels_ab.py [--repeats 5] [--batches 30] [--threads 2] [OVERRIDE ...]
+
+Modes, switched between steps:
+  torch  fp32's element-wise work as torch operations (what ATTNMT_NATIVE=0 runs);
+  loops  the GRU gates and the additive scorer as the kernels, the loss in torch operations;
+  all    the kernels everywhere, the loss's `softmax_xent` too (what training runs).
+
+Builds the default recipe's trainer (with the overrides), takes its first epoch's first
+--batches batches and, after a warm-up step of each mode on three of them, steps each batch
+(forward, backward, Adam) once per mode, the modes in rotating order, --repeats times. Prints
+milliseconds per step of each mode per repetition and in all, and the speedups; the CPU
+(`lscpu`'s model name) with them. The model trains as it is measured: the modes compute the same
+formulas, so every mode steps the same kind of model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import torch
+from benchmark import SHARED_CORPUS, cpu_description, first_batches
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from attnmt.model import native
+from attnmt.train import blockwise
+from attnmt.train.build import build_trainer
+
+MODES = ("torch", "loops", "all")
+
+
+def switch(mode: str, library: types.ModuleType) -> None:
+    """Run `mode`'s code from the next step on."""
+    native.kernels = (lambda: None) if mode == "torch" else (lambda: library)
+    if mode == "all":
+        blockwise.native = native
+    else:
+        blockwise.native = types.SimpleNamespace(kernels=lambda: None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of the train config")
+    args = parser.parse_args()
+    library = native.kernels()
+    if library is None:
+        raise SystemExit("the fused C++ kernels do not load here (the log says why)")
+    overrides = [f"data.raw_path={SHARED_CORPUS}", "trainer.amp=false"]
+    overrides += [f"trainer.threads={args.threads}", "trainer.validate_every=1000000"]
+    with initialize_config_module("attnmt.configs", version_base=None):
+        config = compose("train", overrides=[*overrides, *args.overrides])
+    config = OmegaConf.to_container(config, resolve=True)
+    trainer = build_trainer(config, Path(tempfile.mkdtemp(prefix="kernels-ab-")))
+    batches = first_batches(trainer, args.batches)
+    trainer.model.train()
+
+    def step(batch) -> float:  # noqa: ANN001
+        start = time.perf_counter()
+        loss, _ = trainer.objective(batch)
+        loss.backward()
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    for mode in MODES:
+        switch(mode, library)
+        for batch in batches[:3]:
+            step(batch)
+    cpu = cpu_description()
+    print(f"{cpu['cpu']} ({cpu['cpu_isa']}; torch runs {cpu['torch_cpu_capability']}),", end=" ")
+    print(f"{args.threads} threads, torch {torch.__version__}, fp32")
+    totals = dict.fromkeys(MODES, 0.0)
+    for repeat in range(args.repeats):
+        seconds = dict.fromkeys(MODES, 0.0)
+        for i, batch in enumerate(batches):
+            for mode in MODES[i % 3 :] + MODES[: i % 3]:
+                switch(mode, library)
+                seconds[mode] += step(batch)
+        for mode in MODES:
+            totals[mode] += seconds[mode]
+        report(f"repeat {repeat + 1}", seconds, len(batches))
+    report("all", totals, len(batches) * args.repeats)
+
+
+def report(label: str, seconds: dict[str, float], steps: int) -> None:
+    """One line: ms per step of each mode, and torch's time over each other mode's."""
+    times = "  ".join(f"{mode} {1000 * seconds[mode] / steps:.1f} ms" for mode in MODES)
+    gains = "  ".join(f"torch/{m} {seconds['torch'] / seconds[m]:.3f}" for m in MODES[1:])
+    print(f"{label}: {times}  {gains}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
