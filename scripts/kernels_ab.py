@@ -1,10 +1,13 @@
-"""What the fused C++ kernels (attnmt/model/native.py) save in fp32 training, measured in one
-process: the same batches stepped in each mode in turn, so that a machine whose speed drifts
-between runs (a shared VM's does, by 10% and more) weighs on every mode alike.
+"""What the fused C++ kernels (attnmt/model/native.py) and the fused decoder loop save in fp32
+training, measured in one process: the same batches stepped in each mode in turn, so that a
+machine whose speed drifts between runs (a shared VM's does, by 10% and more) weighs on every
+mode alike.
 
     python scripts/kernels_ab.py [--repeats 5] [--batches 30] [--threads 2] [OVERRIDE ...]
 
 Modes, switched between steps:
+  steps  the decoder's teacher forcing as its plain step loop under autograd (runs_fused off),
+         the kernels elsewhere: what the fused loop (`fused.bahdanau_gru_loop`) saves;
   torch  fp32's element-wise work as torch operations (what ATTNMT_NATIVE=0 runs);
   loops  the GRU gates and the additive scorer as the kernels, the loss in torch operations;
   all    the kernels everywhere, the loss's `softmax_xent` too (what training runs).
@@ -12,7 +15,8 @@ Modes, switched between steps:
 Builds the default recipe's trainer (with the overrides), takes its first epoch's first
 --batches batches and, after a warm-up step of each mode on three of them, steps each batch
 (forward, backward, Adam) once per mode, the modes in rotating order, --repeats times. Prints
-milliseconds per step of each mode per repetition and in all, and the speedups; the CPU
+milliseconds per step of each mode per repetition and in all, and each mode's time over all's
+(the speedup of what training runs); the CPU
 (`lscpu`'s model name) with them. The model trains as it is measured: the modes compute the same
 formulas, so every mode steps the same kind of model.
 """
@@ -30,15 +34,18 @@ from benchmark import SHARED_CORPUS, cpu_description, first_batches
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from attnmt.model import native
+from attnmt.model import fast, native
 from attnmt.train import blockwise
 from attnmt.train.build import build_trainer
 
-MODES = ("torch", "loops", "all")
+MODES = ("steps", "torch", "loops", "all")
+RUNS_FUSED = fast.FastBahdanauDecoder.runs_fused
 
 
 def switch(mode: str, library: types.ModuleType) -> None:
     """Run `mode`'s code from the next step on."""
+    plain_loop = mode == "steps"
+    fast.FastBahdanauDecoder.runs_fused = (lambda *_: False) if plain_loop else RUNS_FUSED
     native.kernels = (lambda: None) if mode == "torch" else (lambda: library)
     if mode == "all":
         blockwise.native = native
@@ -84,7 +91,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         seconds = dict.fromkeys(MODES, 0.0)
         for i, batch in enumerate(batches):
-            for mode in MODES[i % 3 :] + MODES[: i % 3]:
+            for mode in MODES[i % len(MODES) :] + MODES[: i % len(MODES)]:
                 switch(mode, library)
                 seconds[mode] += step(batch)
         for mode in MODES:
@@ -94,9 +101,9 @@ def main() -> None:
 
 
 def report(label: str, seconds: dict[str, float], steps: int) -> None:
-    """One line: ms per step of each mode, and torch's time over each other mode's."""
+    """One line: ms per step of each mode, and each other mode's time over all's."""
     times = "  ".join(f"{mode} {1000 * seconds[mode] / steps:.1f} ms" for mode in MODES)
-    gains = "  ".join(f"torch/{m} {seconds['torch'] / seconds[m]:.3f}" for m in MODES[1:])
+    gains = "  ".join(f"{m}/all {seconds[m] / seconds['all']:.3f}" for m in MODES[:-1])
     print(f"{label}: {times}  {gains}", flush=True)
 
 

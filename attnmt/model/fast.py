@@ -21,9 +21,9 @@ each saves; tests/model/test_fast.py holds each against its plain module, forwar
   too where the fused C++ kernels load (`fused.uses_kernels`): with them it is faster than
   torch's GRU, without them slower.
 - `FastBahdanauDecoder` (`BahdanauDecoder`) and `FastLuongDecoder` (`LuongDecoder`):
-  - the fused teacher-forced loop (Bahdanau, a one-layer GRU with the plain additive scorer,
-    the default model, on the CPU): `fused.bahdanau_gru_loop`, one autograd node with its
-    backward through time written out;
+  - the fused teacher-forced loop (Bahdanau, a one-layer GRU with a plain additive, dot,
+    scaled dot or bilinear scorer, on the CPU; the default model is one):
+    `fused.bahdanau_gru_loop`, one autograd node with its backward through time written out;
   - copy-aware attention in beam search (Bahdanau): hypotheses that extend one hypothesis by
     several words are copies of its state until their next RNN step, and the query is that
     state (q_{t-1}), so each distinct hypothesis attends once and its copies share the result
@@ -34,6 +34,7 @@ each saves; tests/model/test_fast.py holds each against its plain module, forwar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
@@ -42,7 +43,13 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from attnmt.model.attention import AdditiveAttention
+from attnmt.model.attention import (
+    AdditiveAttention,
+    Attention,
+    BilinearAttention,
+    DotAttention,
+    ScaledDotAttention,
+)
 from attnmt.model.blocks import autocast_blocked, blocked, linear
 from attnmt.model.decoder import AttentionDecoder, BahdanauDecoder, LuongDecoder
 from attnmt.model.encoder import EncoderOutput, RNNEncoder
@@ -227,6 +234,21 @@ class _GRUDecodingStep(AttentionDecoder):
         return replace(state, hidden=hidden, cell=None)
 
 
+# The scorers `fused.bahdanau_gru_loop` computes (exactly these types: a subclass may score
+# otherwise, as coverage does), and how each gives the loop its weights: (U, v, divisor).
+LOOP_SCORERS: dict[type[Attention], Callable[[Attention], tuple]] = {
+    AdditiveAttention: lambda scorer: (scorer.U.weight, scorer.v.weight, 1.0),
+    DotAttention: lambda scorer: (None, None, 1.0),
+    ScaledDotAttention: lambda scorer: (None, None, math.sqrt(scorer.key_dim)),
+    BilinearAttention: lambda scorer: (scorer.W.weight, None, 1.0),
+}
+
+
+def _loop_scorer(scorer: Attention) -> tuple[Tensor | None, Tensor | None, float]:
+    """`scorer`'s weights as `fused.bahdanau_gru_loop` takes them."""
+    return LOOP_SCORERS[type(scorer)](scorer)
+
+
 class FastBahdanauDecoder(_GRUDecodingStep, BahdanauDecoder):
     """`BahdanauDecoder` with the fused teacher-forced loop, copy-aware attention and the bf16
     GRU decoding step (see the module's docstring)."""
@@ -253,7 +275,7 @@ class FastBahdanauDecoder(_GRUDecodingStep, BahdanauDecoder):
         if not self.runs_fused(state):
             return super().forward(previous, state)
         embedded = self.dropout(self.embedding(previous))  # (B, T, E)
-        rnn, scorer = self.rnn, self.attention
+        rnn = self.rnn
         queries, contexts, weights = bahdanau_gru_loop(
             embedded,
             state.hidden[0],
@@ -261,17 +283,17 @@ class FastBahdanauDecoder(_GRUDecodingStep, BahdanauDecoder):
             state.prepared_keys,
             state.mask,
             (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0),
-            (scorer.U.weight, scorer.v.weight),
+            _loop_scorer(self.attention),
         )  # q_t (B, T, H), context_t (B, T, H), a (B, T, S)
         return self.features(torch.cat([queries, contexts, embedded], -1)), weights
 
     def runs_fused(self, state: DecoderState) -> bool:
         """Whether teacher forcing takes `fused.bahdanau_gru_loop`: on the CPU, for a one-layer
-        GRU with a bias and the plain additive scorer (its U and v are the loop's)."""
+        GRU with a bias and a plain scorer the loop computes (`LOOP_SCORERS`), no window."""
         rnn = self.rnn
         return (
             state.keys.device.type == "cpu"
-            and type(self.attention) is AdditiveAttention
+            and type(self.attention) in LOOP_SCORERS
             and self.attention.window is None
             and type(rnn) is nn.GRU
             and rnn.num_layers == 1

@@ -1,10 +1,12 @@
 """The GRU loops of the default model with their backward passes written out: a speed seam.
 
-On CPU, `BahdanauDecoder` with a one-layer GRU and the plain additive scorer (the default model)
-runs its teacher-forced loop as `bahdanau_gru_loop`, and the encoder runs each GRU direction
-as `gru_layer`. They compute what the step loops compute:
+On CPU, `BahdanauDecoder` with a one-layer GRU and a plain scorer of one query (additive, dot,
+scaled dot or bilinear; the default model is additive) runs its teacher-forced loop as
+`bahdanau_gru_loop`, and the encoder runs each GRU direction as `gru_layer`. They compute what
+the step loops compute:
 
-    context_t = attend(q_{t-1}, H)      s_i = v^T tanh(W h_i + U q_{t-1}), masked softmax
+    context_t = attend(q_{t-1}, H)      s_i = v^T tanh(W h_i + U q_{t-1})  (additive), or
+                                        s_i = h_i^T P q_{t-1} / d  (the products), masked softmax
     q_t = GRU([embedding(y_{t-1}); context_t], q_{t-1})
         r, z = sigmoid(gi_rz + gh_rz)    n = tanh(gi_n + r gh_n)    q_t = (1 - z) n + z q_{t-1}
         gi = x W_ih^T + b_ih, gh = q_{t-1} W_hh^T + b_hh          (`_gru_step`)
@@ -31,9 +33,13 @@ the state run in fp32, which on CPU is faster than bf16 element-wise work and no
 The gradients come back in their inputs' types. `tests/model/test_fused.py` checks both
 against the step loops in fp32.
 
+The product scorers are one formula: dot has P = I and d = 1, scaled dot P = I and
+d = sqrt(H), bilinear P = W and d = 1. Where the loop has a P, P q is computed in the same
+product as the GRU's q W_hh^T, as additive's U q is.
+
 Shapes: B batch, P the rows of the products (B, padded), T steps (target or source length),
 S source length, E input width (0 when the decoder leaves the previous word out of the RNN
-input), H hidden width (= key width), A attention width.
+input), H hidden width (= key width), A attention width (additive's, or P's rows: 0 without P).
 """
 
 from __future__ import annotations
@@ -53,18 +59,23 @@ def bahdanau_gru_loop(
     prepared_keys: Tensor,
     mask: Tensor,
     gru: tuple[Tensor, Tensor, Tensor, Tensor],
-    scorer: tuple[Tensor, Tensor],
+    scorer: tuple[Tensor | None, Tensor | None, float],
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The step loop's q_t (B, T, H), context_t (B, T, H) and attention weights (B, T, S), for
-    embedded previous words (B, T, E), q_0 `start` (B, H), keys (B, S, H), the additive
-    scorer's W h (B, S, A) and the mask (B, S). `gru`: its weight_ih (3H, E + H), weight_hh
-    (3H, H), bias_ih and bias_hh (3H,), where weight_ih has no E columns if the RNN reads the
-    context alone; `scorer`: U (A, H) and v (1, A)."""
-    weights = (*gru, *scorer)
+    embedded previous words (B, T, E), q_0 `start` (B, H), keys (B, S, H), the scorer's
+    prepared keys (`Attention.prepare_keys`: W h (B, S, A) for additive, the keys themselves for
+    the products) and the mask (B, S). `gru`: its weight_ih (3H, E + H), weight_hh (3H, H),
+    bias_ih and bias_hh (3H,), where weight_ih has no E columns if the RNN reads the context
+    alone. `scorer`: additive's (U (A, H), v (1, A), 1.0), or a product's (P (H, H) or None
+    for the identity, None, d)."""
+    query_weight, v, divisor = scorer
+    weights = (*gru, query_weight, v)
     keep = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (embedded, start, keys, prepared_keys, *weights)
+        t is not None and t.requires_grad for t in (embedded, start, keys, prepared_keys, *weights)
     )
-    return _BahdanauGRULoop.apply(embedded, start, keys, prepared_keys, mask, keep, *weights)
+    return _BahdanauGRULoop.apply(
+        embedded, start, keys, prepared_keys, mask, keep, divisor, *weights
+    )
 
 
 def gru_layer(inputs: Tensor, gru: tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
@@ -184,24 +195,29 @@ class _BahdanauGRULoop(torch.autograd.Function):
     """Forward: the loop, keeping what the backward reads (time-major, one tensor each).
     Backward: the loop reversed, each step's gradients by the chain rule; the weights'
     gradients afterwards, one product each over all steps. Names: q the GRU state, a the
-    attention weights, e = tanh(W h + U q); `*_in` the products' inputs (P rows, compute type).
+    attention weights, e = tanh(W h + U q) (additive), U the query's projection (additive's U,
+    bilinear's P, or none); `*_in` the products' inputs (P rows, compute type).
     """
 
     @staticmethod
-    def forward(ctx, embedded, start, keys, prepared, mask, keep, W_ih, W_hh, b_ih, b_hh, U, v):  # noqa: ANN001, ANN205, N803
+    def forward(ctx, embedded, start, keys, prepared, mask, keep, divisor, W_ih, W_hh, b_ih, b_hh, U, v):  # noqa: ANN001, ANN205, N803, E501 # fmt: skip
         inputs = (embedded, start, keys, prepared, W_ih, W_hh, b_ih, b_hh, U, v)
-        ctx.dtypes = [t.dtype for t in inputs]
+        ctx.dtypes = [None if t is None else t.dtype for t in inputs]
+        ctx.divisor = divisor
         dt = blocks.compute_type(keys)
         ctx.kernels = kernels = _kernels_for(dt)
+        additive = v is not None
         with blocks.autocast_off(keys):
             batch, steps = embedded.shape[:2]
-            hidden, attn = W_hh.size(1), U.size(0)
+            hidden, attn = W_hh.size(1), 0 if U is None else U.size(0)
             rows = blocks.padded_rows(batch, dt, keys.device)
             fed = W_ih.size(1) - hidden  # E: the embedding's columns of W_ih come first
             W_x, W_c = W_ih[:, :fed].to(dt), W_ih[:, fed:].to(dt)  # (3H, E), (3H, H)
-            W_q = torch.cat([U, W_hh]).to(dt)  # U q and q W_hh^T in one product
+            # U q and q W_hh^T in one product
+            W_q = (W_hh if U is None else torch.cat([U, W_hh])).to(dt)
             b_q = torch.cat([b_hh.new_zeros(attn), b_hh]).to(dt)  # U q has no bias
-            v = v.float().t()  # (A, 1)
+            if additive:
+                v = v.float().t()  # (A, 1)
             keys, prepared = keys.float(), prepared.float().contiguous()
             # The embedding's share of every step's input product, all steps at once: (T, P, 3H)
             x_in = None
@@ -221,12 +237,23 @@ class _BahdanauGRULoop(torch.autograd.Function):
             context_in = _product_input(contexts, rows, dt)
             attention = keys.new_empty(steps, batch, keys.size(1))
             # each step's e (in the compute type: the largest of these), for the backward
-            energies = prepared.new_empty(steps, *prepared.shape, dtype=dt) if keep else None
-            energy = torch.empty_like(prepared)  # this step's e: (B, S, A)
+            energies = energy = projections = None
+            if additive:
+                energies = prepared.new_empty(steps, *prepared.shape, dtype=dt) if keep else None
+                energy = torch.empty_like(prepared)  # this step's e: (B, S, A)
+            elif attn and keep:
+                projections = keys.new_empty(steps, batch, attn)  # each step's P q
             kept = _gru_buffers(steps, batch, hidden)
             for t in range(steps):
                 projected = torch.addmm(b_q, query_in[t], W_q.t())[:batch]  # [U q; gh]: (B, A+3H)
-                if kernels is not None:  # e (into the kept buffer, fp32 here) and s in one pass
+                if not additive:  # s_i = h_i^T (P q) / d: (B, S)
+                    query = projected[:, :attn].float() if attn else queries[t]
+                    if projections is not None:
+                        projections[t] = query
+                    scores = torch.bmm(prepared, query.unsqueeze(-1)).squeeze(-1)
+                    if divisor != 1:
+                        scores /= divisor
+                elif kernels is not None:  # e (into the kept buffer, fp32 here) and s in one pass
                     step_energy = energies[t] if keep else energy
                     scores = kernels.energy_forward(
                         prepared, projected[:, :attn], v[:, 0], step_energy
@@ -247,9 +274,11 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 if query_in is not queries:
                     query_in[t + 1, :batch] = queries[t + 1]
         if keep:
+            # the products' score reads the prepared keys (the keys) and each step's P q
+            read = (None, None) if additive else (prepared, projections)
             ctx.save_for_backward(
                 x_in, keys, W_x, W_c, W_q, v, queries, query_in, contexts, context_in,
-                attention, energies, *kept,
+                attention, energies, *read, *kept,
             )  # fmt: skip
         outputs = (queries[1:], contexts, attention)
         return tuple(o.transpose(0, 1).to(dt) for o in outputs)
@@ -257,10 +286,10 @@ class _BahdanauGRULoop(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_queries, grad_contexts, grad_attention):  # noqa: ANN001, ANN205
         (x_in, keys, W_x, W_c, W_q, v, queries, query_in, contexts, context_in, attention,
-         energies, *kept) = ctx.saved_tensors  # fmt: skip
+         energies, prepared, projections, *kept) = ctx.saved_tensors  # fmt: skip
         steps, batch, hidden = contexts.shape
         rows, attn = query_in.size(1), W_q.size(0) - 3 * hidden
-        kernels = ctx.kernels
+        kernels, divisor, additive = ctx.kernels, ctx.divisor, v is not None
         with blocks.autocast_off(keys):
             grad_queries = _time_major(grad_queries, contexts)
             grad_contexts = _time_major(grad_contexts, contexts)
@@ -270,11 +299,12 @@ class _BahdanauGRULoop(torch.autograd.Function):
             grad_projected = _gradient_buffer(steps, rows, batch, attn + 3 * hidden, W_q.dtype)
             grad_context = torch.empty_like(contexts)  # d context_t, all of it
             grad_scores = torch.empty_like(attention)  # d s_t
-            grad_v = torch.zeros_like(v.t())  # (1, A)
-            v_row = v[:, 0]  # (A,)
             keys_t = keys.transpose(1, 2).contiguous()  # (B, H, S)
-            energy = torch.empty(energies.shape[1:])  # this step's e, then d s e^2: (B, S, A)
-            grad_energies = torch.zeros_like(energy)  # the sum over steps of d s e^2
+            if additive:
+                grad_v = torch.zeros_like(v.t())  # (1, A)
+                v_row = v[:, 0]  # (A,)
+                energy = torch.empty(energies.shape[1:])  # this step's e, then d s e^2
+                grad_energies = torch.zeros_like(energy)  # the sum over steps of d s e^2
             grad_q = torch.zeros_like(contexts[0])  # d loss / d q_t from the steps after t
             for t in reversed(range(steps)):
                 grad_q = grad_q + grad_queries[t]
@@ -296,9 +326,17 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 grad_a += grad_attention[t]
                 grad_s = grad_scores[t]
                 torch.mul(a, grad_a - (a * grad_a).sum(-1, keepdim=True), out=grad_s)
-                # s = v^T e: d v += d s e; d (W h + U q) = v (1 - e^2) d s
                 grad_uq = grad_projected[t, :batch, :attn]  # (B, A)
-                if kernels is not None:  # the same, in one pass
+                if not additive:  # s = h^T (P q) / d: d (P q) = H^T d s / d
+                    grad_query = torch.bmm(grad_s.unsqueeze(1), prepared).squeeze(1)
+                    if divisor != 1:
+                        grad_query /= divisor
+                    if attn:
+                        grad_uq.copy_(grad_query)
+                    else:  # P = I: q itself
+                        grad_direct += grad_query
+                # s = v^T e: d v += d s e; d (W h + U q) = v (1 - e^2) d s
+                elif kernels is not None:  # the same, in one pass
                     kernels.energy_backward(
                         grad_s, energies[t], v_row, grad_energies, grad_uq, grad_v[0]
                     )
@@ -321,7 +359,14 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 grad_W_ih = torch.cat([blocks.mm_at(gi, x_in.flatten(0, 1)), grad_W_c], 1)
                 grad_embedded = blocks.mm(gi, W_x).view(steps, rows, -1)[:, :batch].transpose(0, 1)
             # every step's d (W h + U q) summed: d (W h); d H through the contexts: sum_t a_t d c_t
-            grad_prepared = (grad_scores.sum(0).unsqueeze(-1) - grad_energies) * v_row
+            if additive:
+                grad_prepared = (grad_scores.sum(0).unsqueeze(-1) - grad_energies) * v_row
+            else:  # d H through the scores: sum_t d s_t (P q_t)^T / d
+                query = projections if attn else queries[:steps]  # (T, B, H)
+                grad_prepared = torch.bmm(grad_scores.permute(1, 2, 0), query.transpose(0, 1))
+                if divisor != 1:
+                    grad_prepared /= divisor
+                grad_v = None
             grad_keys = torch.bmm(attention.permute(1, 2, 0), grad_context.transpose(0, 1))
             grads = (
                 grad_embedded,
@@ -332,11 +377,11 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 grad_W_q[attn:],
                 gi.sum(0).float(),
                 grad_projected.view(products, -1)[:, attn:].sum(0).float(),
-                grad_W_q[:attn],
+                grad_W_q[:attn] if attn else None,
                 grad_v,
             )
         out = [None if g is None else g.to(d) for g, d in zip(grads, ctx.dtypes, strict=True)]
-        return (*out[:4], None, None, *out[4:])
+        return (*out[:4], None, None, None, *out[4:])
 
 
 class _GRULayer(torch.autograd.Function):

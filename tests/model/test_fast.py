@@ -81,12 +81,14 @@ MODELS = [
     ["encoder.rnn_type=lstm", "encoder.num_layers=2"],
     ["encoder.rnn_type=rnn", "encoder.bidirectional=false", "encoder.num_layers=2"],
 ]
-# What keeps a model's teacher forcing off the fused loop (`FastBahdanauDecoder.runs_fused`).
+# What keeps a model's teacher forcing off the fused loop (`FastBahdanauDecoder.runs_fused`),
+# and the scorers it computes.
 NOT_FUSED = ("decoder=luong", "decoder.rnn_type", "decoder.num_layers", "attention=")
+LOOP_SCORERS = [f"attention={a}" for a in ("additive", "dot", "scaled_dot", "bilinear")]
 
 
 def takes_the_fused_loop(overrides):
-    return not any(o.startswith(NOT_FUSED) and o != "attention=additive" for o in overrides)
+    return not any(o.startswith(NOT_FUSED) and o not in LOOP_SCORERS for o in overrides)
 
 
 def pad_rows(monkeypatch, padding):
@@ -251,7 +253,13 @@ CASES = {
     **{f"decode-{'-'.join(o)}": decoding_case(o) for o in MODELS},
     **{
         f"bf16-train-{'-'.join(o) or 'default'}": bf16_training_case(o)
-        for o in ([], ["encoder.num_layers=2"], ["decoder=luong", "decoder.input_feeding=false"])
+        for o in (
+            [],
+            ["attention=scaled_dot"],
+            ["attention=bilinear"],
+            ["encoder.num_layers=2"],
+            ["decoder=luong", "decoder.input_feeding=false"],
+        )
     },
     **{
         f"bf16-decode-{'-'.join(o) or 'default'}": bf16_decoding_case(*o)
@@ -292,9 +300,13 @@ def test_only_the_default_shape_takes_the_fused_loop():
     for overrides, fused_loop in (
         ([], True),
         (["decoder.feed_prev_output=false"], True),
+        (["attention=dot"], True),
+        (["attention=scaled_dot"], True),
+        (["attention=bilinear"], True),
         (["attention=coverage"], False),
-        (["attention=dot"], False),
         (["attention=local_p"], False),
+        (["attention=dot", "attention.window=local_p"], False),
+        (["attention=multihead"], False),
         (["decoder.rnn_type=lstm"], False),
         (["decoder.num_layers=2"], False),
     ):

@@ -150,7 +150,7 @@ def loops(fed):
             keys @ W.t(),
             mask,
             (decoder.weight_ih_l0, decoder.weight_hh_l0, decoder.bias_ih_l0, decoder.bias_hh_l0),
-            (U, v),
+            (U, v, 1.0),
         )
         loss = sum(
             (o * torch.linspace(0.5, 2, o.size(-1))).sum() for o in (queries, contexts, weights)
