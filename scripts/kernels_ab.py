@@ -16,9 +16,9 @@ Builds the default recipe's trainer (with the overrides), takes its first epoch'
 --batches batches and, after a warm-up step of each mode on three of them, steps each batch
 (forward, backward, Adam) once per mode, the modes in rotating order, --repeats times. Prints
 milliseconds per step of each mode per repetition and in all, and each mode's time over all's
-(the speedup of what training runs); the CPU
-(`lscpu`'s model name) with them. The model trains as it is measured: the modes compute the same
-formulas, so every mode steps the same kind of model.
+(the speedup of what training runs); the CPU (`lscpu`'s model name) with them. The model trains
+as it is measured: the modes compute the same formulas, so every mode steps the same kind of
+model.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ scaled dot or bilinear; the default model is additive) runs its teacher-forced l
 the step loops compute:
 
     context_t = attend(q_{t-1}, H)      s_i = v^T tanh(W h_i + U q_{t-1})  (additive), or
-                                        s_i = h_i^T P q_{t-1} / d  (the products), masked softmax
+                                        s_i = h_i^T M q_{t-1} / d  (the products), masked softmax
     q_t = GRU([embedding(y_{t-1}); context_t], q_{t-1})
         r, z = sigmoid(gi_rz + gh_rz)    n = tanh(gi_n + r gh_n)    q_t = (1 - z) n + z q_{t-1}
         gi = x W_ih^T + b_ih, gh = q_{t-1} W_hh^T + b_hh          (`_gru_step`)
@@ -27,19 +27,20 @@ against autograd over the step loop (docs/benchmarks.md has the figures):
   rather than a dozen torch operations, where that library could be built; the torch code
   below computes the same and runs where it could not, with ATTNMT_NATIVE=0, and in bf16.
 
-The products run in the compute type (bf16 under bf16 autocast, as autocast runs the step
-loops'); the element-wise work (the scorer's tanh over B x S x A at every step, the gates) and
-the state run in fp32, which on CPU is faster than bf16 element-wise work and no less exact.
-The gradients come back in their inputs' types. `tests/model/test_fused.py` checks both
-against the step loops in fp32.
+The products with the weights run in the compute type (bf16 under bf16 autocast, as autocast
+runs the step loops'); the element-wise work (the scorer's tanh over B x S x A at every step,
+the gates), the product scorers' h^T (M q) and the state run in fp32, which on CPU is faster
+than bf16 element-wise work and no less exact. The gradients come back in their inputs' types.
+`tests/model/test_fast.py` checks both against the step loops (fp32 and bf16), and
+`tests/model/test_native.py` the loop with the C++ kernels against the loop without.
 
-The product scorers are one formula: dot has P = I and d = 1, scaled dot P = I and
-d = sqrt(H), bilinear P = W and d = 1. Where the loop has a P, P q is computed in the same
+The product scorers are one formula: dot has M = I and d = 1, scaled dot M = I and
+d = sqrt(H), bilinear M = W and d = 1. Where the scorer has an M, M q is computed in the same
 product as the GRU's q W_hh^T, as additive's U q is.
 
 Shapes: B batch, P the rows of the products (B, padded), T steps (target or source length),
 S source length, E input width (0 when the decoder leaves the previous word out of the RNN
-input), H hidden width (= key width), A attention width (additive's, or P's rows: 0 without P).
+input), H hidden width (= key width), A attention width (additive's, or M's rows: 0 without M).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def bahdanau_gru_loop(
     prepared keys (`Attention.prepare_keys`: W h (B, S, A) for additive, the keys themselves for
     the products) and the mask (B, S). `gru`: its weight_ih (3H, E + H), weight_hh (3H, H),
     bias_ih and bias_hh (3H,), where weight_ih has no E columns if the RNN reads the context
-    alone. `scorer`: additive's (U (A, H), v (1, A), 1.0), or a product's (P (H, H) or None
+    alone. `scorer`: additive's (U (A, H), v (1, A), 1.0), or a product's (M (H, H) or None
     for the identity, None, d)."""
     query_weight, v, divisor = scorer
     weights = (*gru, query_weight, v)
@@ -196,7 +197,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
     Backward: the loop reversed, each step's gradients by the chain rule; the weights'
     gradients afterwards, one product each over all steps. Names: q the GRU state, a the
     attention weights, e = tanh(W h + U q) (additive), U the query's projection (additive's U,
-    bilinear's P, or none); `*_in` the products' inputs (P rows, compute type).
+    bilinear's M, or none); `*_in` the products' inputs (P rows, compute type).
     """
 
     @staticmethod
@@ -213,7 +214,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
             rows = blocks.padded_rows(batch, dt, keys.device)
             fed = W_ih.size(1) - hidden  # E: the embedding's columns of W_ih come first
             W_x, W_c = W_ih[:, :fed].to(dt), W_ih[:, fed:].to(dt)  # (3H, E), (3H, H)
-            # U q and q W_hh^T in one product
+            # U q (where the scorer has a U) and q W_hh^T in one product
             W_q = (W_hh if U is None else torch.cat([U, W_hh])).to(dt)
             b_q = torch.cat([b_hh.new_zeros(attn), b_hh]).to(dt)  # U q has no bias
             if additive:
@@ -236,17 +237,17 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 query_in[0, :batch] = start
             context_in = _product_input(contexts, rows, dt)
             attention = keys.new_empty(steps, batch, keys.size(1))
-            # each step's e (in the compute type: the largest of these), for the backward
+            # for the backward: each step's e (in the compute type: the largest of these), or M q
             energies = energy = projections = None
             if additive:
                 energies = prepared.new_empty(steps, *prepared.shape, dtype=dt) if keep else None
                 energy = torch.empty_like(prepared)  # this step's e: (B, S, A)
             elif attn and keep:
-                projections = keys.new_empty(steps, batch, attn)  # each step's P q
+                projections = keys.new_empty(steps, batch, attn)  # each step's M q
             kept = _gru_buffers(steps, batch, hidden)
             for t in range(steps):
                 projected = torch.addmm(b_q, query_in[t], W_q.t())[:batch]  # [U q; gh]: (B, A+3H)
-                if not additive:  # s_i = h_i^T (P q) / d: (B, S)
+                if not additive:  # s_i = h_i^T (M q) / d: (B, S)
                     query = projected[:, :attn].float() if attn else queries[t]
                     if projections is not None:
                         projections[t] = query
@@ -274,7 +275,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 if query_in is not queries:
                     query_in[t + 1, :batch] = queries[t + 1]
         if keep:
-            # the products' score reads the prepared keys (the keys) and each step's P q
+            # the products' score reads the prepared keys (the keys) and each step's M q
             read = (None, None) if additive else (prepared, projections)
             ctx.save_for_backward(
                 x_in, keys, W_x, W_c, W_q, v, queries, query_in, contexts, context_in,
@@ -327,20 +328,19 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 grad_s = grad_scores[t]
                 torch.mul(a, grad_a - (a * grad_a).sum(-1, keepdim=True), out=grad_s)
                 grad_uq = grad_projected[t, :batch, :attn]  # (B, A)
-                if not additive:  # s = h^T (P q) / d: d (P q) = H^T d s / d
+                if not additive:  # s = h^T (M q) / d: d (M q) = H^T d s / d
                     grad_query = torch.bmm(grad_s.unsqueeze(1), prepared).squeeze(1)
                     if divisor != 1:
                         grad_query /= divisor
                     if attn:
                         grad_uq.copy_(grad_query)
-                    else:  # P = I: q itself
+                    else:  # M = I: q itself
                         grad_direct += grad_query
-                # s = v^T e: d v += d s e; d (W h + U q) = v (1 - e^2) d s
-                elif kernels is not None:  # the same, in one pass
+                elif kernels is not None:  # s = v^T e, in one pass as below
                     kernels.energy_backward(
                         grad_s, energies[t], v_row, grad_energies, grad_uq, grad_v[0]
                     )
-                else:
+                else:  # s = v^T e: d v += d s e; d (W h + U q) = v (1 - e^2) d s
                     energy.copy_(energies[t])
                     grad_v += grad_s.view(1, -1) @ energy.view(-1, energy.size(-1))
                     energy.square_().mul_(grad_s.unsqueeze(-1))
@@ -358,15 +358,16 @@ class _BahdanauGRULoop(torch.autograd.Function):
             if x_in is not None:
                 grad_W_ih = torch.cat([blocks.mm_at(gi, x_in.flatten(0, 1)), grad_W_c], 1)
                 grad_embedded = blocks.mm(gi, W_x).view(steps, rows, -1)[:, :batch].transpose(0, 1)
-            # every step's d (W h + U q) summed: d (W h); d H through the contexts: sum_t a_t d c_t
+            # d of the prepared keys through the scores: every step's d (W h + U q) summed: d (W h)
             if additive:
                 grad_prepared = (grad_scores.sum(0).unsqueeze(-1) - grad_energies) * v_row
-            else:  # d H through the scores: sum_t d s_t (P q_t)^T / d
+            else:  # the keys themselves: sum_t d s_t (M q_t)^T / d
                 query = projections if attn else queries[:steps]  # (T, B, H)
                 grad_prepared = torch.bmm(grad_scores.permute(1, 2, 0), query.transpose(0, 1))
                 if divisor != 1:
                     grad_prepared /= divisor
                 grad_v = None
+            # d H through the contexts: sum_t a_t d c_t
             grad_keys = torch.bmm(attention.permute(1, 2, 0), grad_context.transpose(0, 1))
             grads = (
                 grad_embedded,

@@ -132,12 +132,16 @@ def bf16_training_case(overrides):
 
     def run(monkeypatch):
         plain, accelerated = twins(*overrides)
-        layers = []
+        layers, loops = [], []
         monkeypatch.setattr(fast, "gru_layer", lambda *a: layers.append(1) or fused.gru_layer(*a))
+        monkeypatch.setattr(
+            fast, "bahdanau_gru_loop", lambda *a: loops.append(1) or fused.bahdanau_gru_loop(*a)
+        )
         with torch.autocast("cpu", dtype=torch.bfloat16):
             expected = teacher_forced(plain)
             outputs = teacher_forced(accelerated)
         assert layers  # the encoder's GRU ran as gru_layer
+        assert bool(loops) == takes_the_fused_loop(overrides)
         return outputs, expected, BF16
 
     return run
@@ -296,7 +300,7 @@ def test_a_checkpoint_is_the_same_file_for_both_and_loads_into_either():
     assert_all_close(teacher_forced(other), teacher_forced(accelerated), FP32)
 
 
-def test_only_the_default_shape_takes_the_fused_loop():
+def test_which_models_take_the_fused_loop():
     for overrides, fused_loop in (
         ([], True),
         (["decoder.feed_prev_output=false"], True),

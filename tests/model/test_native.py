@@ -116,10 +116,12 @@ def test_the_scorers_energy_forward_and_backward_equal_torch(kernels):
     assert_all_close([energy, scores, grad_energy_sum, grad_uq, grad_v.view(1, -1)], expected)
 
 
-def loops(fed):
+def loops(fed, scorer="additive"):
     """The default model's two loops, tiny and of unequal sizes (batch 3, source 5, target 4,
     input E `fed`, hidden 6, attention 7), with the last source positions of two sentences
-    masked: a function running both through autograd that returns every output and gradient."""
+    masked: a function running both through autograd that returns every output and gradient.
+    `scorer`: additive (U, v, with W h as the prepared keys), bilinear (its matrix U) or
+    scaled_dot (no matrix; divisor sqrt(6)), the products' prepared keys the keys."""
     torch.manual_seed(6)
     batch, length, steps, hidden, attn = 3, 5, 4, 6, 7
     encoder = torch.nn.GRU(3, hidden, batch_first=True)
@@ -143,14 +145,19 @@ def loops(fed):
             encoder.bias_hh_l0,
         )
         keys = fused.gru_layer(source, encoder_weights)  # (B, S, H)
+        prepared, loop_scorer = {
+            "additive": (keys @ W.t(), (U, v, 1.0)),
+            "bilinear": (keys, (U[:hidden], None, 1.0)),
+            "scaled_dot": (keys, (None, None, hidden**0.5)),
+        }[scorer]
         queries, contexts, weights = fused.bahdanau_gru_loop(
             embedded,
             keys[:, -1],
             keys,
-            keys @ W.t(),
+            prepared,
             mask,
             (decoder.weight_ih_l0, decoder.weight_hh_l0, decoder.bias_ih_l0, decoder.bias_hh_l0),
-            (U, v, 1.0),
+            loop_scorer,
         )
         loss = sum(
             (o * torch.linspace(0.5, 2, o.size(-1))).sum() for o in (queries, contexts, weights)
@@ -163,16 +170,20 @@ def loops(fed):
 
 @pytest.mark.parametrize("fed", [3, 0], ids=["with-embedding", "context-alone"])
 @pytest.mark.parametrize("padding", [0, 5])
-def test_the_loops_with_the_kernels_equal_the_loops_without(kernels, fed, padding, monkeypatch):
+@pytest.mark.parametrize("scorer", ["additive", "bilinear", "scaled_dot"])
+def test_the_loops_with_the_kernels_equal_the_loops_without(
+    kernels, fed, padding, scorer, monkeypatch
+):
     """Every output and gradient of gru_layer and bahdanau_gru_loop through autograd, with the
     kernels and without; with `padding`, the products' buffers have zero rows past the batch,
-    as bf16 pads them."""
+    as bf16 pads them. The product scorers use the GRU's kernels only."""
     monkeypatch.setattr(blocks, "padded_rows", lambda rows, dtype, device: rows + padding)
-    run = loops(fed)
+    run = loops(fed, scorer)
     spy = Spy(kernels)
     monkeypatch.setattr(native, "kernels", lambda: spy)
     outputs = run()
-    assert set(spy.calls) == {"gru_forward", "gru_backward", "energy_forward", "energy_backward"}
+    energy = {"energy_forward", "energy_backward"} if scorer == "additive" else set()
+    assert set(spy.calls) == {"gru_forward", "gru_backward", *energy}
     monkeypatch.setattr(native, "kernels", lambda: None)
     assert_all_close(outputs, run())
 
