@@ -70,6 +70,18 @@ def set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads or max(1, cpu_count() // local_processes))
 
 
+def flush_denormals() -> None:
+    """Let the CPU treat denormal floats (below 1.2e-38 in fp32) as zero, on this thread.
+
+    Attention that has gone hard puts weights of e^-90 and less beside the one that takes it
+    all, and every product and gradient that reads them then runs on the CPU's slow path for
+    denormals: a trained dot-attention model steps 1.38x slower on one thread
+    (docs/benchmarks.md). Zero for them changes no figure above 1e-38. The autograd engine runs
+    a CPU backward on the calling thread, so one thread's setting covers a one-thread run;
+    torch's other intra-op threads keep their own."""
+    torch.set_flush_denormal(True)
+
+
 # Entries kept by oneDNN's primitive cache (its default 1,024) and by ideep's, the layer between
 # torch and oneDNN (LRU_CACHE_CAPACITY, default 1,024); see `limit_onednn_cache`.
 ONEDNN_CACHE_ENTRIES = 256

@@ -1,11 +1,14 @@
-"""What the fused C++ kernels (attnmt/model/native.py) and the fused decoder loop save in fp32
-training, measured in one process: the same batches stepped in each mode in turn, so that a
-machine whose speed drifts between runs (a shared VM's does, by 10% and more) weighs on every
-mode alike.
+"""What the fused C++ kernels (attnmt/model/native.py), the fused decoder loop and flushing
+denormals save in fp32 training, measured in one process: the same batches stepped in each mode
+in turn, so that a machine whose speed drifts between runs (a shared VM's does, by 10% and
+more) weighs on every mode alike.
 
     python scripts/kernels_ab.py [--repeats 5] [--batches 30] [--threads 2] [OVERRIDE ...]
 
 Modes, switched between steps:
+  denormals  all of it, but denormal floats kept (training flushes them to zero,
+         `attnmt.runtime.flush_denormals`): what flushing saves, on a model whose attention has
+         gone hard (`trainer.init=` a trained dot model's checkpoint) above all;
   steps  the decoder's teacher forcing as its plain step loop under autograd (runs_fused off),
          the kernels elsewhere: what the fused loop (`fused.bahdanau_gru_loop`) saves;
   torch  fp32's element-wise work as torch operations (what ATTNMT_NATIVE=0 runs);
@@ -38,12 +41,13 @@ from attnmt.model import fast, native
 from attnmt.train import blockwise
 from attnmt.train.build import build_trainer
 
-MODES = ("steps", "torch", "loops", "all")
+MODES = ("denormals", "steps", "torch", "loops", "all")
 RUNS_FUSED = fast.FastBahdanauDecoder.runs_fused
 
 
 def switch(mode: str, library: types.ModuleType) -> None:
     """Run `mode`'s code from the next step on."""
+    torch.set_flush_denormal(mode != "denormals")
     plain_loop = mode == "steps"
     fast.FastBahdanauDecoder.runs_fused = (lambda *_: False) if plain_loop else RUNS_FUSED
     native.kernels = (lambda: None) if mode == "torch" else (lambda: library)

@@ -161,3 +161,18 @@ def test_unset_threads_are_shared_among_a_machines_ranks(monkeypatch: pytest.Mon
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_denormals_flush_to_zero_and_normal_floats_stay():
+    """What `flush_denormals` promises, in a process of its own (the setting is the thread's):
+    a denormal product is zero after it, the smallest normal float survives
+    (tests/train/test_trainer.py: building a trainer applies it)."""
+    script = """
+import torch
+from attnmt.runtime import flush_denormals
+tiny, normal = torch.tensor([1e-39]), torch.tensor([torch.finfo(torch.float32).tiny])
+assert (tiny * 1.5).item() > 0  # denormals are kept by default
+flush_denormals()
+assert (tiny * 1.5).item() == 0 and (normal * 1.5).item() > 0
+"""
+    subprocess.run([sys.executable, "-c", script], check=True)

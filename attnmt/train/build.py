@@ -26,7 +26,13 @@ from attnmt.infer.checkpoint import tokenizer_entry
 from attnmt.infer.translate import SearchConfig, Translator
 from attnmt.model.build import build_model
 from attnmt.model.seq2seq import parameter_summary
-from attnmt.runtime import amp_dtype, keep_freed_memory, limit_onednn_cache, set_threads
+from attnmt.runtime import (
+    amp_dtype,
+    flush_denormals,
+    keep_freed_memory,
+    limit_onednn_cache,
+    set_threads,
+)
 from attnmt.train import distributed
 from attnmt.train.init import adopt, read_start
 from attnmt.train.loss import TokenLoss
@@ -121,6 +127,7 @@ def build_trainer(
     config = {**config, "trainer": {**config["trainer"], **chosen}}
     keep_freed_memory()
     limit_onednn_cache()
+    flush_denormals()
     torch.use_deterministic_algorithms(cfg.deterministic)
     seed_everything(cfg.seed)
     folder, manifest = open_dataset(

@@ -52,6 +52,15 @@ def test_tiny_run_learns_its_training_pairs(tiny_corpus, tmp_path):
     assert result.bleu > 40, f"BLEU on its own training pairs only {result.bleu}"
 
 
+def test_a_trainer_flushes_denormals_to_zero(tiny_corpus, tmp_path):
+    """Hard attention's weights of e^-90 would otherwise run every product that reads them on
+    the CPU's slow path (`attnmt.runtime.flush_denormals`)."""
+    torch.set_flush_denormal(False)
+    assert (torch.tensor([1e-39]) * 1.5).item() > 0
+    make_trainer(tiny_corpus, tmp_path, "run")
+    assert (torch.tensor([1e-39]) * 1.5).item() == 0
+
+
 def test_resumed_run_repeats_the_uninterrupted_losses(tiny_corpus, tmp_path):
     make_trainer(tiny_corpus, tmp_path, "whole", "trainer.max_steps=12").fit()
     make_trainer(tiny_corpus, tmp_path, "split", "trainer.max_steps=5").fit()
