@@ -62,6 +62,7 @@ from attnmt.data.config import DataConfig
 from attnmt.vocab import PAD_ID
 
 if TYPE_CHECKING:
+    from attnmt.data.dataset import Batch
     from attnmt.train.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,6 +167,28 @@ def first_batches(trainer: Trainer, count: int) -> list:
     data, cfg = trainer.train_data, trainer.cfg
     order = data.token_batches(cfg.batch_tokens, cfg.seed, 0)
     return [data.batch(indices) for indices in order[:count]]
+
+
+def machine_line(threads: int) -> str:
+    """What a timing ran on, to print above it: the CPU, its ISA, what torch runs of it, the
+    threads and torch's version."""
+    import torch
+
+    cpu = cpu_description()
+    return (
+        f"{cpu['cpu']} ({cpu['cpu_isa']}; torch runs {cpu['torch_cpu_capability']}), "
+        f"{threads} threads, torch {torch.__version__}"
+    )
+
+
+def timed_step(trainer: Trainer, batch: Batch) -> float:
+    """One optimizer step of `trainer` on `batch` (forward, backward, Adam): its seconds."""
+    start = time.perf_counter()
+    loss, _ = trainer.objective(batch)
+    loss.backward()
+    trainer.optimizer.step()
+    trainer.optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
 
 
 def data_overrides(kit_data: Path, work: Path) -> tuple[list[str], Path, Path]:

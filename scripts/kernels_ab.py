@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 import types
 from pathlib import Path
 
 import torch
-from benchmark import SHARED_CORPUS, cpu_description, first_batches
+from benchmark import SHARED_CORPUS, first_batches, machine_line, timed_step
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
@@ -76,28 +75,18 @@ def main() -> None:
     batches = first_batches(trainer, args.batches)
     trainer.model.train()
 
-    def step(batch) -> float:  # noqa: ANN001
-        start = time.perf_counter()
-        loss, _ = trainer.objective(batch)
-        loss.backward()
-        trainer.optimizer.step()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
-
     for mode in MODES:
         switch(mode, library)
         for batch in batches[:3]:
-            step(batch)
-    cpu = cpu_description()
-    print(f"{cpu['cpu']} ({cpu['cpu_isa']}; torch runs {cpu['torch_cpu_capability']}),", end=" ")
-    print(f"{args.threads} threads, torch {torch.__version__}, fp32")
+            timed_step(trainer, batch)
+    print(machine_line(args.threads) + ", fp32")
     totals = dict.fromkeys(MODES, 0.0)
     for repeat in range(args.repeats):
         seconds = dict.fromkeys(MODES, 0.0)
         for i, batch in enumerate(batches):
             for mode in MODES[i % len(MODES) :] + MODES[: i % len(MODES)]:
                 switch(mode, library)
-                seconds[mode] += step(batch)
+                seconds[mode] += timed_step(trainer, batch)
         for mode in MODES:
             totals[mode] += seconds[mode]
         report(f"repeat {repeat + 1}", seconds, len(batches))

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
-import torch
-from benchmark import SHARED_CORPUS, cpu_description, first_batches
+from benchmark import SHARED_CORPUS, first_batches, machine_line, timed_step
 from compare import BASELINE, default_variants, variant_name, variant_overrides
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
@@ -56,27 +54,17 @@ def main() -> None:
     budget = trainers[BASELINE].cfg.max_steps
     batches = {variant: first_batches(t, args.batches) for variant, t in trainers.items()}
 
-    def step(trainer, batch) -> float:  # noqa: ANN001
-        start = time.perf_counter()
-        loss, _ = trainer.objective(batch)
-        loss.backward()
-        trainer.optimizer.step()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
-
     for variant, trainer in trainers.items():
         trainer.model.train()
         for batch in batches[variant][:3]:
-            step(trainer, batch)
-    cpu = cpu_description()
-    print(f"{cpu['cpu']} ({cpu['cpu_isa']}; torch runs {cpu['torch_cpu_capability']}),", end=" ")
-    print(f"{args.threads} threads, torch {torch.__version__}, {args.batches} batches")
+            timed_step(trainer, batch)
+    print(machine_line(args.threads) + f", {args.batches} batches")
     seconds = dict.fromkeys(variants, 0.0)
     for repeat in range(args.repeats):
         for i in range(args.batches):
             shift = (repeat * args.batches + i) % len(variants)
             for variant in variants[shift:] + variants[:shift]:
-                seconds[variant] += step(trainers[variant], batches[variant][i])
+                seconds[variant] += timed_step(trainers[variant], batches[variant][i])
     steps = args.batches * args.repeats
     print("| variant | ms a step | target tokens/s | time / additive | minutes for the budget |")
     print("| --- | ---: | ---: | ---: | ---: |")
