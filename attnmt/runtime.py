@@ -75,10 +75,10 @@ def flush_denormals() -> None:
 
     Attention that has gone hard puts weights of e^-90 and less beside the one that takes it
     all, and every product and gradient that reads them then runs on the CPU's slow path for
-    denormals: a trained dot-attention model steps 1.38x slower on one thread
-    (docs/benchmarks.md). Zero for them changes no figure above 1e-38. The autograd engine runs
-    a CPU backward on the calling thread, so one thread's setting covers a one-thread run;
-    torch's other intra-op threads keep their own."""
+    denormals (docs/benchmarks.md has what that costs a trained dot-attention model). Zero for
+    them changes no value above 1e-38. The setting is a thread's: the autograd engine runs a
+    CPU backward on the calling thread, and threads started afterwards (torch's intra-op
+    threads start at its first parallel operation) inherit it on Linux."""
     torch.set_flush_denormal(True)
 
 

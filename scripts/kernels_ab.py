@@ -6,11 +6,12 @@ more) weighs on every mode alike.
     python scripts/kernels_ab.py [--repeats 5] [--batches 30] [--threads 2] [OVERRIDE ...]
 
 Modes, switched between steps:
-  denormals  all of it, but denormal floats kept (training flushes them to zero,
-         `attnmt.runtime.flush_denormals`): what flushing saves, on a model whose attention has
-         gone hard (`trainer.init=` a trained dot model's checkpoint) above all;
+  kept_denormals  all of it, but denormal floats kept on the main thread (training flushes
+         them to zero, `attnmt.runtime.flush_denormals`; torch's other threads, started after
+         the trainer was built, keep flushing): what flushing saves, on a model whose attention
+         has gone hard (`trainer.init=` a trained dot model's checkpoint) above all;
   steps  the decoder's teacher forcing as its plain step loop under autograd (runs_fused off),
-         the kernels elsewhere: what the fused loop (`fused.bahdanau_gru_loop`) saves;
+         all the kernels elsewhere: what the fused loop (`fused.bahdanau_gru_loop`) saves;
   torch  fp32's element-wise work as torch operations (what ATTNMT_NATIVE=0 runs);
   loops  the GRU gates and the additive scorer as the kernels, the loss in torch operations;
   all    the kernels everywhere, the loss's `softmax_xent` too (what training runs).
@@ -40,20 +41,20 @@ from attnmt.model import fast, native
 from attnmt.train import blockwise
 from attnmt.train.build import build_trainer
 
-MODES = ("denormals", "steps", "torch", "loops", "all")
+MODES = ("kept_denormals", "steps", "torch", "loops", "all")
 RUNS_FUSED = fast.FastBahdanauDecoder.runs_fused
 
 
 def switch(mode: str, library: types.ModuleType) -> None:
     """Run `mode`'s code from the next step on."""
-    torch.set_flush_denormal(mode != "denormals")
+    torch.set_flush_denormal(mode != "kept_denormals")
     plain_loop = mode == "steps"
     fast.FastBahdanauDecoder.runs_fused = (lambda *_: False) if plain_loop else RUNS_FUSED
     native.kernels = (lambda: None) if mode == "torch" else (lambda: library)
-    if mode == "all":
-        blockwise.native = native
-    else:
+    if mode in ("torch", "loops"):  # the loss in torch operations
         blockwise.native = types.SimpleNamespace(kernels=lambda: None)
+    else:
+        blockwise.native = native
 
 
 def main() -> None:

@@ -39,9 +39,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the train config")
     args = parser.parse_args()
-    variants = args.variants or default_variants()
-    if BASELINE not in variants:
-        variants = [BASELINE, *variants]
+    variants = list(dict.fromkeys([BASELINE, *(args.variants or default_variants())]))
     common = [f"data.raw_path={SHARED_CORPUS}", "trainer.amp=false"]
     common += [f"trainer.threads={args.threads}", "trainer.validate_every=1000000"]
     trainers = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
@@ -49,6 +50,15 @@ def compose_config(config_name: str, overrides: list[str]) -> DictConfig:
     """A config composed from configs/ exactly as the CLI would, with `overrides`."""
     with initialize_config_module(config_module="attnmt.configs", version_base="1.3"):
         return compose(config_name=config_name, overrides=overrides)
+
+
+@pytest.fixture(autouse=True)
+def denormals_kept_between_tests():
+    """Each test starts with torch's default, denormal floats kept: building a trainer flushes
+    them to zero on this thread (`attnmt.runtime.flush_denormals`), which would otherwise carry
+    into the tests after it."""
+    yield
+    torch.set_flush_denormal(False)
 
 
 @pytest.fixture(scope="session")
