@@ -252,8 +252,13 @@ class DotAttention(Attention):
 class ScaledDotAttention(DotAttention):
     """Scaled dot-product attention: s(h, q) = h^T q / sqrt(D)."""
 
+    @property
+    def divisor(self) -> float:
+        """sqrt(D), what h^T q is divided by."""
+        return math.sqrt(self.key_dim)
+
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        return super().score(query, keys) / math.sqrt(self.key_dim)
+        return super().score(query, keys) / self.divisor
 
 
 class BilinearAttention(Attention):

@@ -34,7 +34,6 @@ each saves; tests/model/test_fast.py holds each against its plain module, forwar
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
@@ -239,7 +238,7 @@ class _GRUDecodingStep(AttentionDecoder):
 LOOP_SCORERS: dict[type[Attention], Callable[[Attention], tuple]] = {
     AdditiveAttention: lambda scorer: (scorer.U.weight, scorer.v.weight, 1.0),
     DotAttention: lambda scorer: (None, None, 1.0),
-    ScaledDotAttention: lambda scorer: (None, None, math.sqrt(scorer.key_dim)),
+    ScaledDotAttention: lambda scorer: (None, None, scorer.divisor),
     BilinearAttention: lambda scorer: (scorer.W.weight, None, 1.0),
 }
 

@@ -251,9 +251,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
                     query = projected[:, :attn].float() if attn else queries[t]
                     if projections is not None:
                         projections[t] = query
-                    scores = torch.bmm(prepared, query.unsqueeze(-1)).squeeze(-1)
-                    if divisor != 1:
-                        scores /= divisor
+                    scores = torch.bmm(prepared, query.unsqueeze(-1)).squeeze(-1).div_(divisor)
                 elif kernels is not None:  # e (into the kept buffer, fp32 here) and s in one pass
                     step_energy = energies[t] if keep else energy
                     scores = kernels.energy_forward(
@@ -301,6 +299,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
             grad_context = torch.empty_like(contexts)  # d context_t, all of it
             grad_scores = torch.empty_like(attention)  # d s_t
             keys_t = keys.transpose(1, 2).contiguous()  # (B, H, S)
+            grad_v = None  # v's: additive's alone
             if additive:
                 grad_v = torch.zeros_like(v.t())  # (1, A)
                 v_row = v[:, 0]  # (A,)
@@ -329,9 +328,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
                 torch.mul(a, grad_a - (a * grad_a).sum(-1, keepdim=True), out=grad_s)
                 grad_uq = grad_projected[t, :batch, :attn]  # (B, A)
                 if not additive:  # s = h^T (M q) / d: d (M q) = H^T d s / d
-                    grad_query = torch.bmm(grad_s.unsqueeze(1), prepared).squeeze(1)
-                    if divisor != 1:
-                        grad_query /= divisor
+                    grad_query = torch.bmm(grad_s.unsqueeze(1), prepared).squeeze(1).div_(divisor)
                     if attn:
                         grad_uq.copy_(grad_query)
                     else:  # M = I: q itself
@@ -364,9 +361,7 @@ class _BahdanauGRULoop(torch.autograd.Function):
             else:  # the keys themselves: sum_t d s_t (M q_t)^T / d
                 query = projections if attn else queries[:steps]  # (T, B, H)
                 grad_prepared = torch.bmm(grad_scores.permute(1, 2, 0), query.transpose(0, 1))
-                if divisor != 1:
-                    grad_prepared /= divisor
-                grad_v = None
+                grad_prepared /= divisor
             # d H through the contexts: sum_t a_t d c_t
             grad_keys = torch.bmm(attention.permute(1, 2, 0), grad_context.transpose(0, 1))
             grads = (
