@@ -1,11 +1,13 @@
 """The scorer study's ledger: one small JSON file per finished run, committed, so that a study
 can span days and machines and `make compare` trains and evaluates only the runs it lacks.
 
-A run's key says which model it is: its variant, seed, step budget, precision (bf16 and fp32
-runs are different entries), the processed dataset's fingerprint, the model-code version
-(`attnmt.MODEL_CODE_VERSION`), a digest of its resolved training config and its overrides. An
-entry whose key equals a run's in every field stands for that run; one that differs in any
-field is not reused. What the entry holds beside its key (docs/study/ledger/README.md):
+A run's key says which model it is: its seed, step budget, precision (bf16 and fp32 runs are
+different entries), the processed dataset's fingerprint, the model-code version
+(`attnmt.MODEL_CODE_VERSION`) and a digest of its resolved training config; beside them, how the
+study asked for it: its variant and overrides. An entry whose key equals a run's in every field
+of the model stands for that run, however it was asked for (`luong-nofeed+additive` is
+`additive` once that decoder is the recipe's: the same resolved config); one that differs in any
+of them is not reused. What the entry holds beside its key (docs/study/ledger/README.md):
 
     commit, cpu, device, torch       where and from what it trained
     kernels                          "C++" or "torch": what ran fp32's element-wise work
@@ -69,16 +71,22 @@ class LedgerError(Exception):
 
 @dataclass(frozen=True)
 class RunKey:
-    """Which model a run is: two runs with equal keys train the same model."""
+    """Which model a run is, and how the study asked for it: two runs whose keys have the same
+    `model()` train the same model."""
 
-    variant: str
+    variant: str  # how it was asked for
     seed: int
     steps: int
     precision: str  # what the run trains in: bf16, fp16 or fp32
     data: str  # the processed dataset's fingerprint (its manifest.json)
     model_code: int  # attnmt.MODEL_CODE_VERSION
     config: str  # sha256 of the resolved training config, less where files go
-    overrides: tuple[str, ...]  # the run's overrides, less where files go
+    overrides: tuple[str, ...]  # how it was asked for: its overrides, less where files go
+
+    def model(self) -> tuple:
+        """The fields that make the model: all but the variant and overrides, which the config
+        digest already holds as what they resolved to."""
+        return tuple(getattr(self, name) for name in MODEL_FIELDS)
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> RunKey:
@@ -98,6 +106,7 @@ class RunKey:
 
 
 KEY_FIELDS = tuple(RunKey.__dataclass_fields__)
+MODEL_FIELDS = tuple(name for name in KEY_FIELDS if name not in ("variant", "overrides"))
 KEY_TYPES = {
     "variant": str,
     "seed": int,
@@ -111,42 +120,52 @@ KEY_TYPES = {
 
 
 class Ledger:
-    """The entries of a ledger folder (its *.json files), by key."""
+    """The entries of a ledger folder (its *.json files), by the model their key names."""
 
-    def __init__(self, folder: Path, entries: dict[RunKey, tuple[Path, dict]]) -> None:
+    def __init__(self, folder: Path, entries: dict[tuple, tuple[Path, dict]]) -> None:
         self.folder = folder
-        self.entries = entries
+        self.entries = entries  # by RunKey.model()
 
     @classmethod
     def read(cls, folder: Path) -> Ledger:
         """Every entry of `folder` (none if it does not exist yet), each checked."""
-        entries: dict[RunKey, tuple[Path, dict]] = {}
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        ledger = cls(folder, {})
+        ledger.read_new()
+        return ledger
+
+    def read_new(self) -> None:
+        """Add the files of the folder not read yet; two files of one model are refused."""
+        known = {path for path, _ in self.entries.values()}
+        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+            if path in known:
+                continue
             entry = read_entry(path)
-            key = RunKey.of(entry["key"])
-            if key in entries:
-                raise LedgerError(f"{path}: the same key as {entries[key][0]}; remove one")
-            entries[key] = (path, entry)
-        return cls(folder, entries)
+            model = RunKey.of(entry["key"]).model()
+            if model in self.entries:
+                raise LedgerError(f"{path}: the same model as {self.entries[model][0]}; remove one")
+            self.entries[model] = (path, entry)
 
     def find(self, key: RunKey) -> tuple[Path, dict] | None:
-        """The file and entry of `key`, if the ledger has it: read when the ledger was, or
-        written since (by another study sharing the folder, as `--train-seeds` lets machines
+        """The file and entry of `key`'s model, if the ledger has it: read when the ledger was,
+        or written since (by another study sharing the folder, as `--train-seeds` lets machines
         and cores do), so that no run is trained twice."""
-        if key not in self.entries:
-            path = self.folder / key.file_name()
-            if path.is_file() and RunKey.of((entry := read_entry(path))["key"]) == key:
-                self.entries[key] = (path, entry)
-        return self.entries.get(key)
+        if key.model() not in self.entries:
+            self.read_new()
+        return self.entries.get(key.model())
 
     def write(self, key: RunKey, figures: dict) -> tuple[Path, dict]:
-        """Add the entry of `key` (replacing a file of the same name); its file and entry."""
+        """Add the entry of `key` (replacing a file of the same name); its file and entry. The
+        file appears whole (written aside, then renamed), so that a study reading the folder
+        meanwhile never sees half of it."""
         entry = {"key": key.as_dict(), **{name: figures[name] for name in FIELDS}}
         entry |= {name: figures[name] for name in OPTIONAL_FIELDS if name in figures}
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / key.file_name()
-        path.write_text(entry_text(entry), encoding="utf-8")
-        self.entries[key] = (path, entry)
+        aside = path.with_name(f".{path.name}.part")
+        aside.write_text(entry_text(entry), encoding="utf-8")
+        aside.replace(path)
+        self.entries = {m: found for m, found in self.entries.items() if found[0] != path}
+        self.entries[key.model()] = (path, entry)
         return path, entry
 
 

@@ -1,5 +1,9 @@
 """scripts/ledger.py: an entry written by another study after this one read the ledger is found;
-an optional figure is written where the run has it, and an entry without it still reads."""
+an entry stands for its model however the run was asked for (variant and overrides), and for no
+other model; an optional figure is written where the run has it, and an entry without it still
+reads."""
+
+import pytest
 
 from tests.conftest import load_script
 
@@ -37,3 +41,28 @@ def test_what_ran_the_element_wise_work_is_written_and_an_entry_without_it_reads
     read = ledger.Ledger.read(tmp_path)
     assert read.find(with_it)[1]["kernels"] == "C++"
     assert "kernels" not in read.find(without)[1]
+
+
+def test_an_entry_stands_for_its_model_however_the_run_was_asked_for(tmp_path):
+    ledger = load_ledger_module()
+    asked = ("trainer.seed=1", "decoder=luong", "decoder.input_feeding=false", "attention=additive")
+    written = ledger.RunKey("luong-nofeed+additive", 1, 8000, "fp32", "data", 1, "config", asked)
+    ledger.Ledger.read(tmp_path).write(written, figures_of(ledger))
+    # the same resolved config, asked for as the recipe's own decoder: the same model
+    same = ledger.RunKey("additive", 1, 8000, "fp32", "data", 1, "config", ("trainer.seed=1",))
+    read = ledger.Ledger.read(tmp_path)
+    assert read.find(same)[1]["key"]["variant"] == "luong-nofeed+additive"
+    # any field of the model differing: another model, not reused
+    for field, value in [("config", "other"), ("steps", 4000), ("precision", "bf16"), ("seed", 2)]:
+        other = ledger.RunKey(**{**same.as_dict(), field: value, "overrides": same.overrides})
+        assert read.find(other) is None
+    # two files of one model: the ledger is refused, naming the second
+    twin = ledger.RunKey("luong+additive", 1, 8000, "fp32", "data", 1, "config", ("x",))
+    (tmp_path / twin.file_name()).write_text(
+        (tmp_path / written.file_name())
+        .read_text(encoding="utf-8")
+        .replace('"luong-nofeed+additive"', '"luong+additive"'),
+        encoding="utf-8",
+    )
+    with pytest.raises(ledger.LedgerError, match="the same model as"):
+        ledger.Ledger.read(tmp_path)
