@@ -167,7 +167,7 @@ def test_select_reorders_grows_and_shrinks_the_coverage_with_its_rows(decoder):
 
 
 def test_tied_embeddings_share_one_tensor():
-    model = tiny_model("decoder.tie_embeddings=true")
+    model = tiny_model("decoder=bahdanau", "decoder.tie_embeddings=true")
     assert model.decoder.output.weight is model.decoder.embedding.weight
 
 
@@ -189,7 +189,7 @@ def test_dot_attention_just_works_with_the_default_sizes():
 
 
 def test_parameter_summary_counts_every_parameter_once():
-    model = tiny_model("decoder.tie_embeddings=true")
+    model = tiny_model("decoder=bahdanau", "decoder.tie_embeddings=true")
     total = sum(p.numel() for p in model.parameters())  # shared tensors appear once here too
     assert parameter_summary(model).splitlines()[-1].split()[-1] == f"{total:,}"
 
