@@ -15,7 +15,7 @@ from attnmt import MODEL_CODE_VERSION
 from tests.conftest import load_script, tiny_train_overrides
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare.py"
-VARIANTS = ("additive", "luong-nofeed+additive", "guided=0.5")
+VARIANTS = ("additive", "luong+additive", "guided=0.5")  # a decoder that is no default
 KEYS = {"dev_bleu", "bleu", "bleu_std", "chrf", "aer", "entropy", "minutes", "seeds", "verdict"}
 KEY_FIELDS = {"variant", "seed", "steps", "precision", "data", "model_code", "config", "overrides"}
 
@@ -79,7 +79,7 @@ def test_the_study_trains_equal_steps_keeps_a_ledger_and_gives_verdicts(tmp_path
     # the output ends with one verdict per variant
     verdicts = first.stdout.strip().splitlines()[-2:]
     assert [line.split(":")[0] for line in verdicts] == [
-        "luong-nofeed+additive vs additive",
+        "luong+additive vs additive",
         "guided=0.5 vs additive",
     ]
     for line in verdicts:
@@ -90,10 +90,10 @@ def test_the_study_trains_equal_steps_keeps_a_ledger_and_gives_verdicts(tmp_path
 
     # every run trained its 15 steps, early stopping and the time cap off, as its variant says
     runs = tmp_path / "study" / "runs"
-    luong = OmegaConf.load(runs / "luong-nofeed_additive" / "seed2" / "config.yaml")
+    luong = OmegaConf.load(runs / "luong_additive" / "seed2" / "config.yaml")
     assert luong.trainer.max_steps == 15 and luong.trainer.seed == 2
     assert luong.trainer.patience is None and luong.trainer.max_time is None
-    assert luong.decoder._target_.endswith("LuongDecoder") and not luong.decoder.input_feeding
+    assert luong.decoder._target_.endswith("LuongDecoder") and luong.decoder.input_feeding
     assert luong.attention._target_.endswith("AdditiveAttention")
     guided = OmegaConf.load(runs / "guided_0.5" / "seed1" / "config.yaml")
     assert guided.trainer.guided_alignment == 0.5
@@ -238,3 +238,16 @@ def test_an_entry_says_what_ran_fp32_s_element_wise_work(tmp_path, log, kernels)
     (tmp_path / "train.log").write_text(log, encoding="utf-8")
     assert compare.logged_kernels(tmp_path) == kernels
     assert compare.logged_kernels(tmp_path / "no-run") is None
+
+
+@pytest.mark.parametrize(
+    ("variant", "decoder", "input_feeding"),
+    [("luong-nofeed+dot", "LuongDecoder", False), ("luong+dot", "LuongDecoder", True)],
+)
+def test_a_decoder_preset_composes_its_decoder(variant, decoder, input_feeding):
+    load_script("ledger")
+    compare = load_script("compare")
+    config = compare.composed(compare.variant_overrides(compare.variant_name(variant)))
+    assert config["decoder"]["_target_"].endswith(decoder)
+    assert config["decoder"]["input_feeding"] is input_feeding
+    assert config["attention"]["_target_"].endswith("DotAttention")
