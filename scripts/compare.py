@@ -20,13 +20,14 @@ one run at a time; an interrupted run resumes from its last.pt. Extra overrides 
 trainer.*) go to every run after the study's own, so they win. `make compare` runs it on the
 default corpus.
 
-The ledger (--ledger; scripts/ledger.py). A run whose key is in the ledger is neither trained
-nor evaluated: its entry's figures are used. Any other run is trained, evaluated (dev and test
-BLEU/chrF with beam 5, AER on the gold set, attention entropy) and its entry written, so a study
-can span days and machines; `--train-seeds 4 5` trains only those seeds, the others come from
-the ledger (or are left out), so machines can share one study's seeds out. A table holds one
-precision (--precision; default: what this machine trains in); runs of another precision come
-from the ledger only.
+The ledger (--ledger; scripts/ledger.py). A run whose model is in the ledger (its key's seed,
+steps, precision, data, model code and resolved config, however its variant asked for them) is
+neither trained nor evaluated: its entry's figures are used. Any other run is trained,
+evaluated (dev and test BLEU/chrF with beam 5, AER on the gold set, attention entropy) and its
+entry written, so a study can span days and machines; `--train-seeds 4 5` trains only those
+seeds, the others come from the ledger (or are left out), so machines can share one study's
+seeds out. A table holds one precision (--precision; default: what this machine trains in); runs
+of another precision come from the ledger only.
 
 Significance. Each variant against the baseline on the seeds both have, by
 `attnmt.infer.significance.paired_bootstrap`: sentences and seeds resampled together. Dev

@@ -245,9 +245,23 @@ def test_an_entry_says_what_ran_fp32_s_element_wise_work(tmp_path, log, kernels)
     [("luong-nofeed+dot", "LuongDecoder", False), ("luong+dot", "LuongDecoder", True)],
 )
 def test_a_decoder_preset_composes_its_decoder(variant, decoder, input_feeding):
-    load_script("ledger")
+    load_script("ledger")  # compare.py imports it by name, as scripts/ on its path does
     compare = load_script("compare")
     config = compare.composed(compare.variant_overrides(compare.variant_name(variant)))
     assert config["decoder"]["_target_"].endswith(decoder)
     assert config["decoder"]["input_feeding"] is input_feeding
-    assert config["attention"]["_target_"].endswith("DotAttention")
+    assert config["attention"]["_target_"].endswith(".DotAttention")
+
+
+def test_two_ways_of_asking_for_one_model_have_one_config_digest():
+    # what lets the ledger reuse a run however its variant asked for it (scripts/ledger.py)
+    load_script("ledger")
+    compare = load_script("compare")
+
+    def digest(overrides):
+        return compare.config_digest(compare.composed(overrides))
+
+    preset = digest(compare.variant_overrides("luong-nofeed+additive"))
+    assert preset == digest(["decoder.input_feeding=false", "decoder=luong"])
+    assert preset != digest(compare.variant_overrides("luong+additive"))
+    assert preset != digest(["decoder=luong", "decoder.input_feeding=false", "trainer.seed=2"])

@@ -3,6 +3,9 @@ an entry stands for its model however the run was asked for (variant and overrid
 other model; an optional figure is written where the run has it, and an entry without it still
 reads."""
 
+import dataclasses
+import re
+
 import pytest
 
 from tests.conftest import load_script
@@ -48,21 +51,22 @@ def test_an_entry_stands_for_its_model_however_the_run_was_asked_for(tmp_path):
     asked = ("trainer.seed=1", "decoder=luong", "decoder.input_feeding=false", "attention=additive")
     written = ledger.RunKey("luong-nofeed+additive", 1, 8000, "fp32", "data", 1, "config", asked)
     ledger.Ledger.read(tmp_path).write(written, figures_of(ledger))
+    assert [p.name for p in tmp_path.iterdir()] == [written.file_name()]  # nothing left aside
     # the same resolved config, asked for as the recipe's own decoder: the same model
     same = ledger.RunKey("additive", 1, 8000, "fp32", "data", 1, "config", ("trainer.seed=1",))
     read = ledger.Ledger.read(tmp_path)
     assert read.find(same)[1]["key"]["variant"] == "luong-nofeed+additive"
+    # and written by a study that asked for it so: the entry already there is kept
+    assert read.write(same, figures_of(ledger))[0].name == written.file_name()
+    assert len(list(tmp_path.iterdir())) == 1
     # any field of the model differing: another model, not reused
-    for field, value in [("config", "other"), ("steps", 4000), ("precision", "bf16"), ("seed", 2)]:
-        other = ledger.RunKey(**{**same.as_dict(), field: value, "overrides": same.overrides})
-        assert read.find(other) is None
-    # two files of one model: the ledger is refused, naming the second
-    twin = ledger.RunKey("luong+additive", 1, 8000, "fp32", "data", 1, "config", ("x",))
-    (tmp_path / twin.file_name()).write_text(
-        (tmp_path / written.file_name())
-        .read_text(encoding="utf-8")
-        .replace('"luong-nofeed+additive"', '"luong+additive"'),
-        encoding="utf-8",
-    )
-    with pytest.raises(ledger.LedgerError, match="the same model as"):
+    for field in ledger.MODEL_FIELDS:
+        value = getattr(same, field)
+        other = dataclasses.replace(same, **{field: value + 1 if isinstance(value, int) else "x"})
+        assert read.find(other) is None, field
+    # two files of one model, as a hand-made copy leaves: refused, naming both
+    twin = tmp_path / "copy.json"
+    twin.write_bytes((tmp_path / written.file_name()).read_bytes())
+    with pytest.raises(ledger.LedgerError, match=re.escape(written.file_name())) as refused:
         ledger.Ledger.read(tmp_path)
+    assert str(twin) in str(refused.value)
