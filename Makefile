@@ -58,7 +58,7 @@ best: install
 
 # Sequence-level distillation (README): the teacher (TEACHER; default: make best's ensemble)
 # translates its training split with beam 5 into $(DISTILL)/corpus, and a student of the default
-# size (STUDENT: Luong's decoder without input feeding, which trains all target steps at once)
+# size (STUDENT: Luong's decoder without input feeding, the recipe's, named so that it stays)
 # trains on that with make best's recipe for one seed (the default recipe keeping its 5 best
 # checkpoints), is averaged like each of make best's runs, and is scored with beam 5 and greedy.
 TEACHER ?= [$(BEST)/seed1234/avg.pt,$(BEST)/seed2/avg.pt]
@@ -79,13 +79,13 @@ serve: install
 	@test -n "$(CKPT)" || { echo "no outputs/*/*/best.pt yet: run make train first, or pass CKPT=PATH"; exit 2; }
 	$(BIN)/attnmt-serve ckpt=$(CKPT) $(ARGS)
 
-# The scorer study (scripts/compare.py): every attention option, additive with Luong's decoder
-# without input feeding, and guided alignment at W 0.5 and 1, each trained for the recipe's whole
+# The scorer study (scripts/compare.py): every attention option with the recipe's decoder, additive
+# with Bahdanau's decoder, and guided alignment at W 0.5 and 1, each trained for the recipe's whole
 # step budget (trainer.max_steps; --steps N) with early stopping off, seeds 1-3: many hours. Each
 # finished run's figures go to the committed ledger docs/study/ledger/ (one JSON a run), and a run
-# whose key is there is neither trained nor evaluated again; an interrupted run in
+# whose model is there is neither trained nor evaluated again; an interrupted run in
 # compare/runs/VARIANT/seedN resumes. It ends with one verdict line per variant against additive.
-# Options before the overrides, e.g. ARGS="--seeds 2 --variants additive dot luong-nofeed+dot".
+# Options before the overrides, e.g. ARGS="--seeds 2 --variants additive dot bahdanau+dot".
 compare: install
 	$(BIN)/python scripts/compare.py $(DATA_ARGS) $(ARGS)
 

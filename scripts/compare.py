@@ -9,8 +9,9 @@ run's figures kept in a committed ledger, then a table, a plot and one verdict p
 Variants. A variant is `[DECODER+]SCORER`. SCORER is an attention option (configs/attention/;
 its runs: `attention=SCORER`) or `guided[=W]`: additive attention trained with guided alignment
 of weight W (`trainer.guided_alignment=W`, W 1 unless given), so `guided=0.5 guided=1` are two
-variants. DECODER, when given, is a preset of DECODERS below: `luong-nofeed+dot` is Luong's
-decoder without input feeding with dot attention; without one, the recipe's decoder. Every
+variants. DECODER, when given, is a preset of DECODERS below: `bahdanau+dot` is Bahdanau's
+decoder (the recipe's until the study chose Luong's without input feeding) with dot attention;
+without one, the recipe's decoder. Every
 variant is compared with --baseline (additive), which the study always includes.
 
 Runs. Each (variant, seed) run trains the same step budget, --steps (default: the recipe's
@@ -95,6 +96,7 @@ GUIDED = "guided"  # guided[=W]: additive attention trained with guided alignmen
 GUIDED_SCORER = "additive"
 # The decoders a variant may name before its scorer (DECODER+SCORER), by their overrides.
 DECODERS = {
+    "bahdanau": ["decoder=bahdanau"],
     "luong": ["decoder=luong"],
     "luong-nofeed": ["decoder=luong", "decoder.input_feeding=false"],
 }
@@ -745,9 +747,8 @@ def plot_study(study: dict[str, dict], path: Path) -> None:
 
 def default_variants() -> list[str]:
     """The study's variants unless --variants: every attention option and guided alignment
-    at two weights with the default decoder, and additive with Luong's decoder without input
-    feeding."""
-    return [*option_names("attention"), "luong-nofeed+additive", "guided=0.5", "guided=1"]
+    at two weights with the recipe's decoder, and additive with Bahdanau's decoder."""
+    return [*option_names("attention"), "bahdanau+additive", "guided=0.5", "guided=1"]
 
 
 def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace, list[str]]:

@@ -16,7 +16,8 @@ Modes, switched between steps:
   loops  the GRU gates and the additive scorer as the kernels, the loss in torch operations;
   all    the kernels everywhere, the loss's `softmax_xent` too (what training runs).
 
-Builds the default recipe's trainer (with the overrides), takes its first epoch's first
+Builds the default recipe's trainer (with the overrides; `decoder=bahdanau` for the fused loop,
+which is Bahdanau's decoder's, and the loop's kernels), takes its first epoch's first
 --batches batches and, after a warm-up step of each mode on three of them, steps each batch
 (forward, backward, Adam) once per mode, the modes in rotating order, --repeats times. Prints
 milliseconds per step of each mode per repetition and in all, and each mode's time over all's
