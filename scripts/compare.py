@@ -11,8 +11,8 @@ its runs: `attention=SCORER`) or `guided[=W]`: additive attention trained with g
 of weight W (`trainer.guided_alignment=W`, W 1 unless given), so `guided=0.5 guided=1` are two
 variants. DECODER, when given, is a preset of DECODERS below: `bahdanau+dot` is Bahdanau's
 decoder (the recipe's until the study chose Luong's without input feeding) with dot attention;
-without one, the recipe's decoder. Every
-variant is compared with --baseline (additive), which the study always includes.
+without one, the recipe's decoder. Every variant is compared with --baseline (additive), which
+the study always includes.
 
 Runs. Each (variant, seed) run trains the same step budget, --steps (default: the recipe's
 `trainer.max_steps`), with early stopping and the time cap off (`trainer.max_steps=N
