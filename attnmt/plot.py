@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from attnmt.files import replaced_whole  # noqa: E402
 from attnmt.pieces import group_weights  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,9 @@ def read_metrics(path: Path) -> list[dict]:
 def learning_curve(metrics_path: Path, png_path: Path) -> None:
     """The learning curve of a run's metrics.jsonl as a PNG (written atomically)."""
     figure = learning_curve_figure(read_metrics(metrics_path))
-    tmp = png_path.with_suffix(".tmp.png")
-    figure.savefig(tmp, dpi=DPI)
+    with replaced_whole(png_path, "wb") as out:
+        figure.savefig(out, dpi=DPI, format="png")
     plt.close(figure)
-    tmp.replace(png_path)
 
 
 def learning_curve_figure(records: list[dict]) -> Figure:

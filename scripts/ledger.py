@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from attnmt.files import replaced_whole
 
 SPLITS = ("dev", "test")
 STATS_WIDTH = 10  # sacrebleu's BLEU statistics of a sentence
@@ -158,8 +158,8 @@ class Ledger:
     def write(self, key: RunKey, figures: dict) -> tuple[Path, dict]:
         """Add the entry of `key` (replacing a file of the same name); its file and entry. An
         entry of the same model that another study wrote meanwhile is kept instead, so the
-        folder never holds one model twice. The file appears whole (written aside, synced,
-        then renamed), so that a study reading the folder meanwhile never sees half of it."""
+        folder never holds one model twice. The file appears whole (`replaced_whole`), so that a
+        study reading the folder meanwhile never sees half of it."""
         self.read_new()
         path = self.folder / key.file_name()
         found = self.entries.get(key.model())
@@ -167,16 +167,8 @@ class Ledger:
             return found
         entry = {"key": key.as_dict(), **{name: figures[name] for name in FIELDS}}
         entry |= {name: figures[name] for name in OPTIONAL_FIELDS if name in figures}
-        self.folder.mkdir(parents=True, exist_ok=True)
-        handle, aside = tempfile.mkstemp(dir=self.folder, prefix=f".{path.name}.", suffix=".part")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(entry_text(entry))
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(aside, path)
-        finally:
-            Path(aside).unlink(missing_ok=True)
+        with replaced_whole(path) as file:
+            file.write(entry_text(entry))
         # an entry edited in place under this name (another key) is this one now
         self.entries = {m: found for m, found in self.entries.items() if found[0] != path}
         self.entries[key.model()] = (path, entry)

@@ -83,7 +83,7 @@ def test_the_cycle_finder_finds_one():
 
 # The layer table of docs/architecture.md: each layer and the layers it may import, lowest
 # first. "base" is the package's shared foundation (errors, config, vocab, pieces, runtime,
-# options).
+# options, files).
 LAYERS = {
     "base": set(),
     "data": {"base"},
@@ -95,7 +95,7 @@ LAYERS = {
     "cli": {"base", "data", "model", "plot", "infer", "train", "serve"},
     "entry": {"infer"},  # attnmt/__init__.py: the lazy `Translator`
 }
-BASE = {"errors", "config", "vocab", "pieces", "runtime", "options"}
+BASE = {"errors", "config", "vocab", "pieces", "runtime", "options", "files"}
 
 
 def layer(module: str) -> str:

@@ -27,7 +27,6 @@ row, the EOS column and padding are zero: they are not guided.
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from attnmt.data.units import (
     units,
 )
 from attnmt.errors import DataError
+from attnmt.files import replaced_whole
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,8 @@ def build_alignments(folder: Path, src_lang: str, tgt_lang: str) -> Path:
             " ".join(f"{i}-{j}" for i, j in grow_diag_final_and(f, b))
             for f, b in zip(forward, backward, strict=True)
         ]
-        handle, tmp = tempfile.mkstemp(prefix=f".{ALIGNMENT_FILE}.", dir=folder)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with replaced_whole(path) as out:
             out.write("".join(f"{line}\n" for line in lines))
-        os.replace(tmp, path)
     return path
 
 

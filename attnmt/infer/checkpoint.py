@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import os
 import pickle
 import re
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from sentencepiece import SentencePieceProcessor
 
 from attnmt.data.tokenizer import check_special_ids
 from attnmt.errors import CheckpointError
+from attnmt.files import replaced_whole
 from attnmt.options import constructor_defaults
 
 FORMAT_VERSION = 1
@@ -84,22 +83,13 @@ def payload_bytes(payload: Any) -> int:
 
 
 def save_checkpoint(payload: Mapping[str, Any], path: Path) -> None:
-    """Write `payload` to `path` so that a crash at any moment leaves the old file intact.
-
-    It goes to a temporary file in the same folder, is flushed to disk, then renamed over
-    `path` (an atomic step), and the folder entry is flushed too. A full disk is a
-    `CheckpointError` naming the file and the space it needed.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write `payload` to `path` so that a crash at any moment leaves the old file intact
+    (`replaced_whole`). A full disk is a `CheckpointError` naming the file and the space it
+    needed."""
     try:
-        with os.fdopen(handle, "wb") as out:
+        with replaced_whole(path, "wb") as out:
             torch.save(dict(payload), out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
     except BaseException as error:
-        Path(tmp).unlink(missing_ok=True)
         if _out_of_space(error):
             needed = payload_bytes(payload) / 2**20
             free = shutil.disk_usage(path.parent).free / 2**20
@@ -109,11 +99,6 @@ def save_checkpoint(payload: Mapping[str, Any], path: Path) -> None:
                 f"{needed:,.1f} MB, {free:,.1f} MB are free ({kept})"
             ) from None
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def _out_of_space(error: BaseException) -> bool:

@@ -27,6 +27,7 @@ import torch
 
 from attnmt.config import override_key, to_dataclass
 from attnmt.errors import ConfigError
+from attnmt.files import replaced_whole
 from attnmt.runtime import cpu_count, cpu_info, pick_device
 from attnmt.train.state import TrainerConfig
 
@@ -182,9 +183,7 @@ def _read_cache() -> dict[str, Any]:
 def _write_cache(cache: dict[str, Any]) -> None:
     path = cache_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(cache, indent=1), encoding="utf-8")
-        temporary.replace(path)
+        with replaced_whole(path) as out:
+            out.write(json.dumps(cache, indent=1))
     except OSError as error:
         log.warning("could not remember the process count in %s: %s", path, error)
